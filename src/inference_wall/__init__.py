@@ -1,0 +1,1 @@
+"""The Inference Wall: run vLLM serving experiments, keep their raw artefacts, rebuild the book from them."""

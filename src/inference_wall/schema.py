@@ -1,0 +1,41 @@
+"""Names shared by the store, the reference tables, the analysis and the figures.
+
+Tidy frames: one row per observation, units in column names, a `rig` column everywhere so that
+published and measured rigs stack into one frame and every figure can colour by rig.
+"""
+from __future__ import annotations
+
+PARTS = {
+    1: "01-hit-the-wall",
+    3: "03-batching-cliff",
+}
+
+PUBLISHED_RIG = "a10g-published"
+
+# Part 1, table 1: the rate sweep (one row per offered rate; inf = flood).
+RATE_SWEEP_COLUMNS = [
+    "rig",
+    "offered_rate_rps",  # float; math.inf for --request-rate inf
+    "completed_rps",
+    "output_tok_s",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "itl_p50_ms",
+    "itl_p99_ms",
+    "e2el_p99_ms",
+]
+
+# Part 3, the max_num_seqs sweep (one row per cap).
+MNS_SWEEP_COLUMNS = [
+    "rig",
+    "max_num_seqs",
+    "completed_rps",
+    "output_tok_s",
+    "ttft_p50_ms",
+    "itl_p50_ms",
+    "itl_p99_ms",
+    "running_max",  # largest running batch seen in the stats lines during the pass (NaN if unknown)
+]
+
+# Scattered facts: one row per (rig, key); `value` in `unit`. Keys are listed in FACT_KEYS.
+FACT_COLUMNS = ["rig", "part", "key", "value", "unit", "note"]
