@@ -37,5 +37,5 @@ MNS_SWEEP_COLUMNS = [
     "running_max",  # largest running batch seen in the stats lines during the pass (NaN if unknown)
 ]
 
-# Scattered facts: one row per (rig, key); `value` in `unit`. Keys are listed in FACT_KEYS.
+# Scattered facts: one row per (rig, key); `value` in `unit`; `note` says where the number comes from.
 FACT_COLUMNS = ["rig", "part", "key", "value", "unit", "note"]

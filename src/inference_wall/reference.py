@@ -1,0 +1,117 @@
+"""Published reference numbers: the tables and scattered facts of the source posts, as tidy frames.
+
+The CSVs live in data/reference/<part folder>/ (see data/reference/SOURCES.md for where each number
+comes from). They are published numbers, shown as rig `a10g-published`, not measured by this project.
+
+    frames = load_reference(1)                 # {"rate_sweep": df, "memory_report": df, "facts": df, ...}
+    reference_fact(frames, "plateau_batch")    # -> 64.0
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from .errors import UserError
+from .schema import FACT_COLUMNS, MNS_SWEEP_COLUMNS, PARTS, RATE_SWEEP_COLUMNS
+
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+
+# Columns a given file stem must have, exactly and in this order (other files: only `rig`).
+REQUIRED_COLUMNS: dict[str, list[str]] = {
+    "rate_sweep": RATE_SWEEP_COLUMNS,
+    "mns_sweep": MNS_SWEEP_COLUMNS,
+    "facts": FACT_COLUMNS,
+}
+# Columns kept as text; every other column must parse as a number (empty = NaN, `inf` = math.inf).
+TEXT_COLUMNS = {"rig", "key", "unit", "note", "server_state"}
+
+
+def part_folder(part: int | str) -> str:
+    """1, "1", "01" or "01-hit-the-wall" -> "01-hit-the-wall"."""
+    if isinstance(part, str) and part in PARTS.values():
+        return part
+    try:
+        number = int(part)
+    except (TypeError, ValueError):
+        number = None
+    if number not in PARTS:
+        known = ", ".join(f"{n} ({name})" for n, name in PARTS.items())
+        raise UserError(f"no reference data for part {part!r}; known parts: {known}")
+    return PARTS[number]
+
+
+def read_reference_csv(path: Path) -> pd.DataFrame:
+    """Read one reference CSV, checking its columns and that numeric columns are numbers."""
+    path = Path(path)
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not a readable CSV ({exc})") from exc
+
+    columns = list(df.columns)
+    expected = REQUIRED_COLUMNS.get(path.stem)
+    if expected is not None and columns != expected:
+        raise UserError(f"{path}: columns {columns} do not match the schema {expected}")
+    if "rig" not in columns:
+        raise UserError(f"{path}: has no `rig` column")
+    if len(set(columns)) != len(columns) or any(c.startswith("Unnamed:") for c in columns):
+        raise UserError(f"{path}: duplicate or unnamed columns {columns}")
+    if df.empty:
+        raise UserError(f"{path}: has a header but no rows")
+    if (df["rig"].str.strip() == "").any():
+        raise UserError(f"{path}: a row has an empty `rig`")
+
+    for column in columns:
+        if column in TEXT_COLUMNS:
+            df[column] = df[column].str.strip()
+            continue
+        df[column] = [_parse_number(path, column, row, text) for row, text in enumerate(df[column], start=2)]
+        df[column] = df[column].astype(float)
+    if "part" in df.columns and df["part"].notna().all() and (df["part"] % 1 == 0).all():
+        df["part"] = df["part"].astype(int)
+    return df
+
+
+def _parse_number(path: Path, column: str, line: int, text: str) -> float:
+    text = text.strip()
+    if text == "":
+        return math.nan
+    if text.lower() in {"inf", "+inf", "infinity"}:
+        return math.inf
+    try:
+        value = float(text)
+    except ValueError:
+        raise UserError(f"{path}:{line}: column {column!r} holds {text!r}, not a number") from None
+    if math.isnan(value):
+        raise UserError(f"{path}:{line}: column {column!r} holds NaN; leave the cell empty instead")
+    return value
+
+
+def load_reference(part: int | str, data_dir: Path | None = None) -> dict[str, pd.DataFrame]:
+    """All reference tables of one part, keyed by file stem (e.g. "rate_sweep", "facts")."""
+    folder = Path(data_dir) if data_dir is not None else DEFAULT_DATA_DIR
+    part_dir = folder / "reference" / part_folder(part)
+    files = sorted(part_dir.glob("*.csv"))
+    if not files:
+        raise UserError(f"{part_dir}: no reference CSV files")
+    return {path.stem: read_reference_csv(path) for path in files}
+
+
+def reference_fact(frames_or_df: Mapping[str, pd.DataFrame] | pd.DataFrame, key: str) -> float:
+    """The value of one fact, from load_reference()'s dict or a facts frame. Unit: the row's `unit`."""
+    if isinstance(frames_or_df, pd.DataFrame):
+        facts = frames_or_df
+    else:
+        if "facts" not in frames_or_df:
+            raise UserError("these reference frames have no `facts` table")
+        facts = frames_or_df["facts"]
+    rows = facts[facts["key"] == key]
+    if len(rows) == 0:
+        known = ", ".join(sorted(facts["key"]))
+        raise UserError(f"no reference fact {key!r}; known keys: {known}")
+    if len(rows) > 1:
+        raise UserError(f"reference fact {key!r} appears {len(rows)} times; expected once per rig and part")
+    return float(rows["value"].iloc[0])
