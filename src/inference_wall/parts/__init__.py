@@ -1,0 +1,74 @@
+"""What each part runs: its default parameters and its plan of points. `run` is what `make reproduce` calls."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..bench import Workload
+from ..errors import UserError
+from ..modelkit import prepare_model
+from ..rig import capture, load_profile
+from ..server import vllm_python
+from ..store import REPO, part_name, rig_dir
+from ..sweep import SweepContext, SweepReport, run_sweep
+from . import p01, p03
+
+MODULES = {p01.NAME: p01, p03.NAME: p03}
+SERVE_ARGS = ["--dtype", "float16"]  # the series served fp16; a rig profile may override (later flags win)
+MODEL_SOURCES = ("dummy", "hub")
+
+
+def module(part) -> object:
+    return MODULES[part_name(part)]
+
+
+def parameters(part, rig: str, data_dir: Path | None = None, overrides: dict | None = None) -> dict:
+    """The part's defaults, then the rig profile's overrides, then the caller's; unknown keys are errors."""
+    mod = module(part)
+    profile = load_profile(rig, data_dir)
+    params = dict(mod.DEFAULTS)
+    for source, extra in (("rig profile " + rig, profile.for_part(mod.NAME)), ("parameters", overrides or {})):
+        unknown = set(extra) - set(params)
+        if unknown:
+            raise UserError(f"{source}: unknown parameter(s) {sorted(unknown)} for part {mod.NAME}; "
+                            f"known: {', '.join(sorted(params))}")
+        params.update({k: v for k, v in extra.items() if v is not None})
+    return params
+
+
+def plan(part, rig: str, data_dir: Path | None = None, overrides: dict | None = None):
+    mod = module(part)
+    profile = load_profile(rig, data_dir)
+    return mod.plan(parameters(part, rig, data_dir, overrides), profile)
+
+
+def run(part, rig: str, data_dir: Path | None = None, model_source: str | None = None,
+        points: list[str] | None = None, budget_min: float | None = None, python: str | None = None,
+        overrides: dict | None = None, progress: bool = True, measure_bandwidth: bool = True) -> SweepReport:
+    """Run (or resume) part `part` on rig `rig`: every point not yet complete, within the time budget."""
+    mod = module(part)
+    profile = load_profile(rig, data_dir)
+    if model_source:
+        if model_source not in MODEL_SOURCES:
+            raise UserError(f"unknown model source {model_source!r}; valid: {', '.join(MODEL_SOURCES)}")
+        profile.model_source = model_source
+    params = parameters(part, rig, data_dir, overrides)
+    plans = mod.plan(params, profile)
+    if points:
+        valid = [p.name for p in plans]
+        unknown = [p for p in points if p not in valid]
+        if unknown:
+            raise UserError(f"unknown point(s) {', '.join(unknown)} for part {mod.NAME}; valid: {', '.join(valid)}")
+        plans = [p for p in plans if p.name in points]
+    python = vllm_python(python)
+    presets = {p.preset or profile.model_preset for p in plans}
+    models = {pre: prepare_model(pre, REPO / "_build" / "models" / f"{pre}-{profile.model_source}",
+                                 source=profile.model_source, data_dir=data_dir) for pre in presets}
+    rig_info = capture(python, bandwidth=measure_bandwidth, env=profile.env)
+    rig_info["captured"] = time.time()
+    ctx = SweepContext(part=mod.NAME, rig=profile, rig_dir=rig_dir(mod.NAME, rig, data_dir), python=python,
+                       models=models, workload=Workload(params["input_len"], params["output_len"]),
+                       rig_info=rig_info, budget_s=budget_min * 60 if budget_min else None,
+                       serve_args=list(SERVE_ARGS), progress=progress,
+                       extra_manifest={"parameters": params})
+    return run_sweep(plans, ctx)

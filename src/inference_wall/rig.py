@@ -1,0 +1,126 @@
+"""Rigs: a profile per rig in data/rigs/<name>.json (its quirks live in data, not code), and a capture
+of what the rig is (GPU, driver, clocks, versions, measured HBM bandwidth) stored in every manifest."""
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UserError
+from .store import DATA_DIR, check_rig_name
+
+
+@dataclass
+class RigProfile:
+    """Deviations from a stock `vllm serve` on this rig, plus optional sweep overrides per part.
+
+    A user rig on a stock vLLM needs no file: the defaults describe it.
+    """
+
+    name: str
+    description: str = ""
+    serve_args: list[str] = field(default_factory=list)  # extra `vllm serve` flags
+    env: dict[str, str] = field(default_factory=dict)  # extra environment for server and client
+    notes: list[str] = field(default_factory=list)  # every deviation from a stock server, in words
+    model_preset: str = "qwen3.5-4b"
+    model_source: str = "dummy"
+    overrides: dict[str, dict] = field(default_factory=dict)  # part name -> parameter overrides
+    has_profile: bool = False
+
+    def for_part(self, part_name: str) -> dict:
+        return dict(self.overrides.get(part_name, {}))
+
+
+PROFILE_KEYS = {"description", "serve_args", "env", "notes", "model_preset", "model_source", "overrides"}
+
+
+def load_profile(rig: str, data_dir: Path | None = None) -> RigProfile:
+    check_rig_name(rig)
+    path = Path(data_dir or DATA_DIR) / "rigs" / f"{rig}.json"
+    if not path.exists():
+        return RigProfile(name=rig)
+    try:
+        raw = json.loads(path.read_text())
+    except ValueError as e:
+        raise UserError(f"{path}: not valid JSON ({e})")
+    unknown = set(raw) - PROFILE_KEYS - {"name"}
+    if unknown:
+        raise UserError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(PROFILE_KEYS)}")
+    raw.pop("name", None)
+    return RigProfile(name=rig, has_profile=True, **raw)
+
+
+def known_profiles(data_dir: Path | None = None) -> list[str]:
+    return sorted(p.stem for p in (Path(data_dir or DATA_DIR) / "rigs").glob("*.json"))
+
+
+def _run(cmd: list[str], timeout: float = 60) -> str | None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+NVIDIA_FIELDS = ["name", "memory.total", "driver_version", "clocks.max.sm", "clocks.max.memory", "power.limit"]
+
+# Runs under the vLLM interpreter: versions, and on CUDA a large device-to-device copy timed with events.
+PROBE = r"""
+import json, sys, platform
+out = {"python": platform.python_version()}
+try:
+    import vllm; out["vllm"] = getattr(vllm, "__version__", None)
+except Exception as e:
+    out["vllm_error"] = repr(e)[:200]
+try:
+    import torch
+    out["torch"] = torch.__version__
+    out["cuda"] = torch.version.cuda
+    if torch.cuda.is_available() and "--bandwidth" in sys.argv:
+        n = 1 << 30  # 1 GiB per buffer: many times the L2
+        src = torch.empty(n, dtype=torch.uint8, device="cuda").random_(0, 255)
+        dst = torch.empty_like(src)
+        for _ in range(3):
+            dst.copy_(src)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(20):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record(); dst.copy_(src); b.record(); b.synchronize()
+            times.append(a.elapsed_time(b) / 1000)
+        times.sort()
+        t = times[len(times) // 2]
+        out["hbm_copy_bytes"] = 2 * n
+        out["hbm_copy_median_s"] = t
+        out["hbm_bandwidth_gb_s"] = 2 * n / t / 1e9  # bytes read + bytes written
+        out["gpu_name_torch"] = torch.cuda.get_device_name(0)
+except Exception as e:
+    out["torch_error"] = repr(e)[:200]
+print("PROBE" + json.dumps(out))
+"""
+
+
+def capture(python: str, bandwidth: bool = True, env: dict | None = None) -> dict:
+    """What this rig is, for the manifest. Never raises: missing pieces are simply absent."""
+    import os
+
+    info: dict = {"host": platform.node(), "cpu": platform.processor() or platform.machine(),
+                  "cpu_count": os.cpu_count()}
+    if shutil.which("nvidia-smi"):
+        out = _run(["nvidia-smi", f"--query-gpu={','.join(NVIDIA_FIELDS)}", "--format=csv,noheader"])
+        if out:
+            first = out.strip().splitlines()[0]
+            info["gpu"] = dict(zip(NVIDIA_FIELDS, [v.strip() for v in first.split(",")]))
+    args = [python, "-c", PROBE] + (["--bandwidth"] if bandwidth else [])
+    try:
+        res = subprocess.run(args, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, **(env or {})})
+        for line in res.stdout.splitlines():
+            if line.startswith("PROBE"):
+                info.update(json.loads(line[5:]))
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        info["probe_error"] = "probe failed"
+    return info

@@ -1,0 +1,246 @@
+"""One `vllm serve` process: its own process group, a kept log, /health, and a stop that always happens.
+
+Pattern from vLLM's benchmarks/sweep/server.py (a server in its own session, killed as a group), but
+the log is kept: it is half of our data. A registry of live groups (one small file per server) lets
+the next start stop a server that a killed command left behind (on a GPU host such an orphan holds
+the GPU memory and would answer the next client).
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+from .errors import UserError
+
+VLLM_MAIN = "vllm.entrypoints.cli.main"  # `python -m` this: the CLI without its console script
+REGISTRY = Path(os.environ.get("INFERENCE_WALL_STATE", Path.home() / ".cache" / "inference-wall")) / "servers"
+
+
+class ServerStartError(UserError):
+    pass
+
+
+@dataclass
+class ServerSpec:
+    model: str  # folder (dummy weights) or hub id
+    python: str  # interpreter that imports vllm
+    args: list[str] = field(default_factory=list)  # everything after `serve MODEL`, except --port
+    env: dict[str, str] = field(default_factory=dict)
+    port: int | None = None  # None: pick a free loopback port
+    startup_timeout_s: float = 900.0
+
+    def command(self, port: int) -> list[str]:
+        return [self.python, "-m", VLLM_MAIN, "serve", self.model, "--host", "127.0.0.1",
+                "--port", str(port), *self.args]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: a SIGKILL to us (the parent) also kills the server's main process."""
+    os.setsid()
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def kill_group(pgid: int, grace_s: float = 20.0) -> None:
+    """SIGTERM the group, wait, then SIGKILL whatever is left."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not group_alive(pgid):
+            return
+        time.sleep(0.2)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 10
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def reap_orphans() -> list[int]:
+    """Stop servers that an earlier, killed command left running (their groups are in the registry)."""
+    stopped = []
+    if not REGISTRY.is_dir():
+        return stopped
+    for entry in REGISTRY.glob("*.json"):
+        try:
+            pgid = json.loads(entry.read_text())["pgid"]
+        except (ValueError, KeyError, OSError):
+            entry.unlink(missing_ok=True)
+            continue
+        if group_alive(pgid):
+            kill_group(pgid, grace_s=10)
+            stopped.append(pgid)
+        entry.unlink(missing_ok=True)
+    return stopped
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(text[-lines:])
+
+
+class VllmServer:
+    """Context manager: `with VllmServer(spec, log_path) as srv: srv.url ...`; stops the group always."""
+
+    def __init__(self, spec: ServerSpec, log_path: Path):
+        self.spec, self.log_path = spec, Path(log_path)
+        self.proc: subprocess.Popen | None = None
+        self.port: int | None = None
+        self.started_at: float | None = None
+        self.healthy_at: float | None = None
+        self._registry_file: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> "VllmServer":
+        reap_orphans()
+        self.port = self.spec.port or free_port()
+        if port_in_use(self.port):
+            raise ServerStartError(f"port {self.port} is already in use on 127.0.0.1 (another server running?); "
+                                   "stop it or pick another port")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **self.spec.env, "VLLM_SERVER_DEV_MODE": "1", "PYTHONUNBUFFERED": "1"}
+        cmd = self.spec.command(self.port)
+        self.command = cmd
+        with open(self.log_path, "ab") as log:
+            self.started_at = time.time()
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=env, preexec_fn=_die_with_parent, close_fds=True)
+        REGISTRY.mkdir(parents=True, exist_ok=True)
+        self._registry_file = REGISTRY / f"{self.proc.pid}.json"
+        self._registry_file.write_text(json.dumps({"pgid": self.proc.pid, "port": self.port, "cmd": cmd,
+                                                   "owner_pid": os.getpid(), "started": self.started_at}))
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.spec.startup_timeout_s
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                raise ServerStartError(f"vllm serve exited with status {code} before it was healthy; "
+                                       f"log {self.log_path}, last lines:\n{tail(self.log_path)}")
+            try:
+                if requests.get(self.url + "/health", timeout=2).status_code == 200:
+                    self.healthy_at = time.time()
+                    return
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                raise ServerStartError(f"vllm serve was not healthy after {self.spec.startup_timeout_s:.0f} s; "
+                                       f"log {self.log_path}, last lines:\n{tail(self.log_path)}")
+            time.sleep(1.0)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            kill_group(self.proc.pid)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._registry_file is not None:
+            self._registry_file.unlink(missing_ok=True)
+            self._registry_file = None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def __enter__(self) -> "VllmServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- what it says ----------------------------------------------------------------------------
+    def get(self, path: str, timeout: float = 10) -> str:
+        r = requests.get(self.url + path, timeout=timeout)
+        r.raise_for_status()
+        return r.text
+
+    def log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+
+class TerminateAsInterrupt:
+    """While active, SIGTERM (and SIGHUP) raise KeyboardInterrupt, so `finally`/`with` blocks stop servers."""
+
+    def __enter__(self):
+        self._old = {}
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                self._old[sig] = signal.signal(sig, self._raise)
+            except ValueError:  # not the main thread
+                pass
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def vllm_python(explicit: str | None = None) -> str:
+    """The interpreter that runs vLLM: --python / $VLLM_PYTHON, else .venv-vllm, else this one."""
+    if explicit:
+        return explicit
+    if os.environ.get("VLLM_PYTHON"):
+        return os.environ["VLLM_PYTHON"]
+    repo_venv = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
+    if repo_venv.exists():
+        return str(repo_venv)
+    return sys.executable

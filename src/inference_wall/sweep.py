@@ -1,0 +1,303 @@
+"""Sweeps: points that share a server run on one `vllm serve` session, one pass after another.
+
+Resumable point by point: complete points are skipped; a point that fails gets a `failed` manifest and
+stops the sweep (rerun to redo it); an interrupted one gets an `interrupted` manifest. A time budget
+stops the sweep cleanly before a point that would not fit, so that a long sweep can be split across
+commands that each have a time limit.
+
+Warm-up policy: the first measured point of every server session is preceded by a warm-up flood
+(recorded as `warmup.json` in that point, never mixed with a measured pass); a point that measures
+the cold server itself (`cold_start`) must run first on a fresh server and carries its own passes.
+Seeds: every pass in a session uses its own seed (vLLM's prefix cache would otherwise serve a repeated
+prompt set from cache); a measured point uses the same seed on every rig.
+"""
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import __version__
+from .bench import PassSpec, Workload, run_pass
+from .errors import UserError
+from .modelkit import ModelSpec
+from .rig import RigProfile
+from .server import ServerSpec, TerminateAsInterrupt, VllmServer
+from .store import compress_large, fresh_point_dir, is_complete, read_manifest, write_json_atomic
+
+WARMUP_SEED = 10_000
+
+
+@dataclass
+class PassPlan:
+    label: str  # file stem of the result: warmup, cold, bench, ...
+    kind: str  # warmup | cold | measured
+    spec: PassSpec
+
+
+@dataclass
+class PointPlan:
+    name: str  # the point's folder name
+    session: str  # points with the same key share one server, in plan order
+    max_num_seqs: int
+    passes: list[PassPlan]
+    params: dict = field(default_factory=dict)  # what this point varies (for loaders and tables)
+    preset: str | None = None  # model preset when not the rig's
+    cold_start: bool = False  # measures a fresh server: no automatic warm-up before it
+    # Resolved just before the point runs (e.g. a rate relative to the rig's measured capacity).
+    resolve: "callable | None" = None
+
+
+@dataclass
+class SweepContext:
+    part: str
+    rig: RigProfile
+    rig_dir: Path
+    python: str
+    models: dict[str, ModelSpec]  # preset -> prepared model
+    workload: Workload
+    rig_info: dict = field(default_factory=dict)
+    warmup_prompts: int | None = None  # None: 2 x max_num_seqs, at least 16, at most 512
+    budget_s: float | None = None  # stop before a point that would end past this many seconds
+    server_start_estimate_s: float = 300.0
+    startup_timeout_s: float = 900.0
+    progress: bool = True
+    serve_args: list[str] = field(default_factory=list)  # the part's `vllm serve` flags (e.g. --dtype float16)
+    extra_manifest: dict = field(default_factory=dict)
+
+
+@dataclass
+class SweepReport:
+    done: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)  # not run because of the time budget
+    failed: list[str] = field(default_factory=list)
+    server_starts_s: list[float] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return not self.pending and not self.failed
+
+
+class SweepFailed(UserError):
+    pass
+
+
+def _progress(total: int, initial: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, unit="point", disable=not enabled, file=sys.stderr,
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} points [{elapsed}<{remaining}]{postfix}")
+
+
+def _sessions(plans: list[PointPlan]) -> list[list[PointPlan]]:
+    groups: list[list[PointPlan]] = []
+    for p in plans:
+        if groups and groups[-1][0].session == p.session:
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    return groups
+
+
+def _warmup_pass(ctx: SweepContext, max_num_seqs: int, session_no: int) -> PassPlan:
+    n = ctx.warmup_prompts or min(512, max(16, 2 * max_num_seqs))
+    return PassPlan("warmup", "warmup", PassSpec(num_prompts=n, seed=WARMUP_SEED + session_no, detailed=False))
+
+
+def run_sweep(plans: list[PointPlan], ctx: SweepContext) -> SweepReport:
+    report = SweepReport()
+    names = [p.name for p in plans]
+    if len(set(names)) != len(names):
+        raise ValueError("duplicate point names in plan")
+    todo = {p.name for p in plans if not is_complete(ctx.rig_dir / p.name)}
+    report.skipped = [n for n in names if n not in todo]
+    t0 = time.monotonic()
+    durations: list[float] = []
+    bar = _progress(len(plans), len(plans) - len(todo), ctx.progress)
+
+    def fits(extra_s: float) -> bool:
+        if ctx.budget_s is None:
+            return True
+        estimate = max(durations) if durations else 60.0
+        return time.monotonic() - t0 + extra_s + estimate <= ctx.budget_s
+
+    try:
+        with TerminateAsInterrupt():
+            for session_no, group in enumerate(_sessions(plans)):
+                pending = [p for p in group if p.name in todo]
+                if not pending:
+                    continue
+                start_estimate = max(report.server_starts_s) if report.server_starts_s else ctx.server_start_estimate_s
+                if not fits(start_estimate):
+                    report.pending += [p.name for p in pending]
+                    continue
+                _run_session(pending, ctx, session_no, report, durations, fits, bar)
+                if report.failed:
+                    break
+    finally:
+        bar.close()
+    left = [n for n in names if n in todo and n not in report.done and n not in report.failed and n not in report.pending]
+    report.pending += left
+    return report
+
+
+def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, report: SweepReport,
+                 durations: list[float], fits, bar) -> None:
+    first = points[0]
+    preset = first.preset or ctx.rig.model_preset
+    model = ctx.models[preset]
+    session_id = uuid.uuid4().hex[:12]
+    tmp = Path(tempfile.mkdtemp(prefix=f"iw-{session_id}-"))
+    log_path = tmp / "server.log"
+    # later flags win: the part's defaults, then the rig's deviations
+    args = [*model_serve_args(model), "--max-num-seqs", str(first.max_num_seqs), *ctx.serve_args, *ctx.rig.serve_args]
+    spec = ServerSpec(model=model.model, python=ctx.python, args=args, env=dict(ctx.rig.env),
+                      startup_timeout_s=ctx.startup_timeout_s)
+    server = VllmServer(spec, log_path)
+    bar.set_postfix_str(f"starting server for {first.name}")
+    t_start = time.monotonic()
+    try:
+        try:
+            server.start()
+        except UserError as e:
+            _record_failure(ctx.rig_dir / first.name, first, ctx, model, log_path, 0, None, [], e, "failed", session_id)
+            report.failed.append(first.name)
+            raise SweepFailed(f"point {first.name}: {e}") from None
+        report.server_starts_s.append(time.monotonic() - t_start)
+        session = {"id": session_id, "server_command": spec.command(server.port), "server_env": spec.env,
+                   "server_started": server.started_at, "server_healthy": server.healthy_at,
+                   "start_to_healthy_s": server.healthy_at - server.started_at}
+        try:
+            server_info = server.get("/server_info")
+        except Exception:  # noqa: BLE001 - only a dev-mode endpoint; absence is recorded, not fatal
+            server_info = None
+        log_offset = 0
+        warmed = False
+        for index, point in enumerate(points):
+            if not fits(0):
+                report.pending += [p.name for p in points[index:]]
+                return
+            if point.cold_start and index != 0:
+                raise ValueError(f"{point.name} measures a cold server and must come first in its session")
+            bar.set_postfix_str(point.name)
+            t_point = time.monotonic()
+            pdir = fresh_point_dir(ctx.rig_dir / point.name)
+            records: list[dict] = []
+            try:
+                if point.resolve is not None:
+                    point.resolve(point, ctx)
+                passes = list(point.passes)
+                if not warmed and not point.cold_start:
+                    passes.insert(0, _warmup_pass(ctx, point.max_num_seqs, session_no))
+                warmed = True  # a cold_start point warms the server with its own passes
+                _snapshot(server, pdir / "metrics-before.prom")
+                if index == 0 and server_info is not None:
+                    (pdir / "server_info.json").write_text(server_info)
+                for p in passes:
+                    cmd, started, ended = run_pass(ctx.python, server.url, model.model, model.tokenizer, ctx.workload,
+                                                   p.spec, pdir / f"{p.label}.json", pdir / "bench.log",
+                                                   env=ctx.rig.env)
+                    records.append({"label": p.label, "kind": p.kind, "spec": p.spec.to_dict(), "command": cmd,
+                                    "started": started, "ended": ended, "result": f"{p.label}.json"})
+                    if not server.alive():
+                        raise UserError("the server died during the pass")
+                _snapshot(server, pdir / "metrics-after.prom")
+            except KeyboardInterrupt as e:
+                _record_failure(pdir, point, ctx, model, log_path, log_offset, session, records, e, "interrupted", session_id)
+                raise
+            except Exception as e:  # noqa: BLE001 - any failure marks the point failed and stops the sweep
+                _record_failure(pdir, point, ctx, model, log_path, log_offset, session, records, e, "failed", session_id)
+                report.failed.append(point.name)
+                raise SweepFailed(f"point {point.name} failed: {e}; rerun the same command to redo it "
+                                  f"(complete points are kept)") from None
+            new_offset = _copy_log_slice(log_path, log_offset, pdir / "server.log")
+            compress_large(pdir)
+            manifest = _manifest(point, ctx, model, records, {**session, "index": index, "log_slice": [log_offset, new_offset],
+                                                              "has_startup": index == 0}, "complete", pdir)
+            write_json_atomic(pdir / "manifest.json", manifest)
+            log_offset = new_offset
+            durations.append(time.monotonic() - t_point)
+            report.done.append(point.name)
+            bar.update(1)
+    finally:
+        server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def model_serve_args(model: ModelSpec) -> list[str]:
+    return ["--load-format", "dummy"] if model.load_format == "dummy" else []
+
+
+def _snapshot(server: VllmServer, path: Path) -> None:
+    try:
+        path.write_text(server.get("/metrics"))
+    except Exception:  # noqa: BLE001 - a missing snapshot is visible by its absence
+        pass
+
+
+def _copy_log_slice(log_path: Path, start: int, dest: Path) -> int:
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(start)
+            data = f.read()
+    except OSError:
+        data = b""
+    dest.write_bytes(data)
+    return start + len(data)
+
+
+def _manifest(point: PointPlan, ctx: SweepContext, model: ModelSpec, records: list[dict], session: dict | None,
+              status: str, pdir: Path, error: str | None = None) -> dict:
+    return {
+        "status": status,
+        "error": error,
+        "part": ctx.part,
+        "rig": ctx.rig.name,
+        "point": point.name,
+        "params": point.params,
+        "max_num_seqs": point.max_num_seqs,
+        "workload": asdict(ctx.workload),
+        "model": asdict(model),
+        "passes": records,
+        "session": session,
+        "rig_profile": {"serve_args": ctx.rig.serve_args, "env": ctx.rig.env, "notes": ctx.rig.notes,
+                        "has_profile": ctx.rig.has_profile},
+        "rig_info": ctx.rig_info,
+        "files": sorted(f.name for f in pdir.iterdir() if f.is_file() and f.name != "manifest.json"),
+        "written": time.time(),
+        "inference_wall": __version__,
+        **ctx.extra_manifest,
+    }
+
+
+def _record_failure(pdir: Path, point: PointPlan, ctx: SweepContext, model: ModelSpec, log_path: Path, offset: int,
+                    session: dict | None, records: list[dict], exc: BaseException, status: str, session_id: str) -> None:
+    if is_complete(pdir):
+        return
+    pdir.mkdir(parents=True, exist_ok=True)
+    _copy_log_slice(log_path, offset, pdir / "server.log")
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    (pdir / "error.txt").write_text("".join(traceback.format_exception(exc)))
+    write_json_atomic(pdir / "manifest.json",
+                      _manifest(point, ctx, model, records, session or {"id": session_id}, status, pdir, message))
+
+
+def point_status(rig_dir: Path, names: list[str]) -> dict[str, str]:
+    out = {}
+    for n in names:
+        m = read_manifest(rig_dir / n)
+        out[n] = m.get("status", "?") if m else ("missing" if not (rig_dir / n).exists() else "incomplete")
+    return out
+
+
+def prompts_for_window(rate: float, capacity: float, target_s: float, lo: int, hi: int) -> int:
+    """Prompts for a pass of about target_s seconds at min(rate, capacity) completions per second."""
+    effective = capacity if math.isinf(rate) else min(rate, capacity)
+    return int(max(lo, min(hi, math.ceil(effective * target_s))))
