@@ -107,8 +107,12 @@ def capture(python: str, bandwidth: bool = True, env: dict | None = None) -> dic
     """What this rig is, for the manifest. Never raises: missing pieces are simply absent."""
     import os
 
+    import time
+
     info: dict = {"host": platform.node(), "cpu": platform.processor() or platform.machine(),
-                  "cpu_count": os.cpu_count()}
+                  "cpu_count": os.cpu_count(),
+                  # vLLM stamps its log in local time without a year: this maps stamps to epoch seconds
+                  "utc_offset_s": -(time.altzone if time.daylight and time.localtime().tm_isdst else time.timezone)}
     if shutil.which("nvidia-smi"):
         out = _run(["nvidia-smi", f"--query-gpu={','.join(NVIDIA_FIELDS)}", "--format=csv,noheader"])
         if out:

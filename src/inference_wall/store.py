@@ -152,3 +152,139 @@ def iter_points(data_dir: Path | None = None, part: int | str | None = None, rig
 
 def rigs_with_data(part: int | str, data_dir: Path | None = None) -> list[str]:
     return sorted({rig for _, rig, _, _ in iter_points(data_dir, part)})
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading raw artefacts into tidy frames (the book's side of the boundary)
+# ---------------------------------------------------------------------------------------------
+
+def log_epoch(stamp: str, near_epoch: float, utc_offset_s: float = 0.0) -> float:
+    """Epoch seconds of a vLLM log stamp 'MM-DD HH:MM:SS' (no year): the year is the one that puts it
+    closest to `near_epoch` (the manifest's own clock), in the rig's local time."""
+    import datetime as dt
+
+    month_day, clock = stamp.split(" ")[:2]
+    month, day = (int(x) for x in month_day.split("-"))
+    h, m, s = (int(float(x)) for x in clock.split(":"))
+    near = dt.datetime.fromtimestamp(near_epoch, dt.timezone.utc)
+    best = None
+    for year in (near.year - 1, near.year, near.year + 1):
+        try:
+            t = dt.datetime(year, month, day, h, m, s, tzinfo=dt.timezone.utc).timestamp() - utc_offset_s
+        except ValueError:
+            continue
+        if best is None or abs(t - near_epoch) < abs(best - near_epoch):
+            best = t
+    return best
+
+
+class PointData:
+    """One complete point: its manifest and lazy access to its raw files."""
+
+    def __init__(self, part: str, rig: str, path: Path, manifest: dict):
+        self.part, self.rig, self.path, self.manifest = part, rig, Path(path), manifest
+        self.name = self.path.name
+
+    @property
+    def params(self) -> dict:
+        return self.manifest.get("params", {})
+
+    def passes(self, kind: str | None = None) -> list[dict]:
+        return [p for p in self.manifest.get("passes", []) if kind is None or p["kind"] == kind]
+
+    def bench(self, label: str = "bench"):
+        from .logs import bench_from_dict
+
+        path = open_artefact(self.path, f"{label}.json")
+        try:
+            raw = json.loads(read_text(path))
+        except ValueError as e:
+            from .errors import LogParseError
+
+            raise LogParseError(path, getattr(e, "lineno", None), f"not valid JSON: {e}")
+        return bench_from_dict(raw, path)
+
+    def server_log(self) -> str:
+        return read_artefact(self.path, "server.log")
+
+    def startup(self):
+        """The startup report, if this point's log slice holds the server's start."""
+        from .logs import parse_startup
+
+        if not (self.manifest.get("session") or {}).get("has_startup"):
+            return None
+        return parse_startup(self.server_log(), self.path / "server.log")
+
+    def stats(self):
+        """Periodic stats lines of this point's log slice, with an `epoch` column."""
+        from .logs import parse_startup, parse_stats
+
+        text = self.server_log()
+        frame = parse_stats(text, self.path / "server.log")
+        if len(frame):
+            first = parse_startup(text).first_ts
+            offset = float(self.manifest.get("rig_info", {}).get("utc_offset_s", 0.0))
+            frame["epoch"] = log_epoch(first, self.manifest.get("written", 0.0), offset) + frame["t_s"]
+        else:
+            frame["epoch"] = []
+        return frame
+
+    def stats_during(self, label: str = "bench"):
+        rec = next((p for p in self.passes() if p["label"] == label), None)
+        frame = self.stats()
+        if rec is None or not len(frame):
+            return frame.iloc[0:0]
+        return frame[(frame["epoch"] >= rec["started"] - 1) & (frame["epoch"] <= rec["ended"] + 1)]
+
+    def metrics(self, which: str) -> dict:
+        from .logs import parse_metrics
+
+        try:
+            return parse_metrics(read_artefact(self.path, f"metrics-{which}.prom"))
+        except FileNotFoundError:
+            return {}
+
+
+def load_points(part: int | str, data_dir: Path | None = None, rigs: list[str] | None = None) -> list[PointData]:
+    return [PointData(p, r, d, m) for p, r, d, m in iter_points(data_dir, part)
+            if rigs is None or r in rigs]
+
+
+def pass_summary(point: PointData, label: str = "bench") -> dict:
+    """The measured pass of a point as one tidy row (units in column names)."""
+    import math
+
+    b = point.bench(label)
+    stats = point.stats_during(label)
+    delta_tokens = delta_steps = math.nan
+    before, after = point.metrics("before"), point.metrics("after")
+    if before and after:
+        # mean tokens per engine step over the pass (prefill + decode): the running batch, on average
+        key = "vllm:iteration_tokens_total"
+        delta_tokens = after.get(f"{key}_sum", math.nan) - before.get(f"{key}_sum", math.nan)
+        delta_steps = after.get(f"{key}_count", math.nan) - before.get(f"{key}_count", math.nan)
+    return {
+        "rig": point.rig,
+        "point": point.name,
+        "max_num_seqs": point.manifest.get("max_num_seqs"),
+        "num_prompts": b.num_prompts if b.num_prompts is not None else b.completed,
+        "completed": b.completed,
+        "duration_s": b.duration_s,
+        "completed_rps": b.request_throughput,
+        "output_tok_s": b.output_throughput,
+        "ttft_p50_ms": b.ms("ttft", "p50"),
+        "ttft_p99_ms": b.ms("ttft", "p99"),
+        "tpot_p50_ms": b.ms("tpot", "p50"),
+        "itl_p50_ms": b.ms("itl", "p50"),
+        "itl_p99_ms": b.ms("itl", "p99"),
+        "e2el_p50_ms": b.ms("e2el", "p50"),
+        "e2el_p99_ms": b.ms("e2el", "p99"),
+        "running_max": float(stats["running"].max()) if len(stats) else math.nan,
+        "running_mean": float(stats["running"].mean()) if len(stats) else math.nan,
+        "waiting_max": float(stats["waiting"].max()) if len(stats) else math.nan,
+        "kv_usage_max_pct": float(stats["kv_usage_pct"].max()) if len(stats) else math.nan,
+        "stats_lines": int(len(stats)),
+        "tokens_per_step": delta_tokens / delta_steps if delta_steps and delta_steps > 0 else math.nan,
+        "preemptions": (after.get("vllm:num_preemptions_total", math.nan) - before.get("vllm:num_preemptions_total", math.nan))
+        if before and after else math.nan,
+    }

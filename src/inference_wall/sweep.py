@@ -69,6 +69,7 @@ class SweepContext:
     startup_timeout_s: float = 900.0
     progress: bool = True
     serve_args: list[str] = field(default_factory=list)  # the part's `vllm serve` flags (e.g. --dtype float16)
+    server_env: dict[str, str] = field(default_factory=dict)  # the part's server environment
     extra_manifest: dict = field(default_factory=dict)
 
 
@@ -158,7 +159,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
     log_path = tmp / "server.log"
     # later flags win: the part's defaults, then the rig's deviations
     args = [*model_serve_args(model), "--max-num-seqs", str(first.max_num_seqs), *ctx.serve_args, *ctx.rig.serve_args]
-    spec = ServerSpec(model=model.model, python=ctx.python, args=args, env=dict(ctx.rig.env),
+    spec = ServerSpec(model=model.model, python=ctx.python, args=args, env={**ctx.server_env, **ctx.rig.env},
                       startup_timeout_s=ctx.startup_timeout_s)
     server = VllmServer(spec, log_path)
     bar.set_postfix_str(f"starting server for {first.name}")

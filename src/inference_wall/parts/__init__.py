@@ -15,6 +15,8 @@ from . import p01, p03
 
 MODULES = {p01.NAME: p01, p03.NAME: p03}
 SERVE_ARGS = ["--dtype", "float16"]  # the series served fp16; a rig profile may override (later flags win)
+# Logging only: a stats line every second (default 10 s), so a 30 s pass shows its running batch over time.
+SERVER_ENV = {"VLLM_LOG_STATS_INTERVAL": "1"}
 MODEL_SOURCES = ("dummy", "hub")
 
 
@@ -69,6 +71,6 @@ def run(part, rig: str, data_dir: Path | None = None, model_source: str | None =
     ctx = SweepContext(part=mod.NAME, rig=profile, rig_dir=rig_dir(mod.NAME, rig, data_dir), python=python,
                        models=models, workload=Workload(params["input_len"], params["output_len"]),
                        rig_info=rig_info, budget_s=budget_min * 60 if budget_min else None,
-                       serve_args=list(SERVE_ARGS), progress=progress,
+                       serve_args=list(SERVE_ARGS), server_env=dict(SERVER_ENV), progress=progress,
                        extra_manifest={"parameters": params})
     return run_sweep(plans, ctx)

@@ -6,9 +6,15 @@ from __future__ import annotations
 import json
 import math
 
+import pandas as pd
+
+from .. import analysis
 from ..bench import PassSpec
+from ..claims import Claim, around, between
+from ..reference import load_reference
+from ..schema import PUBLISHED_RIG
 from ..errors import UserError
-from ..store import open_artefact, read_text
+from ..store import load_points, open_artefact, pass_summary, read_text
 from ..sweep import PassPlan, PointPlan, prompts_for_window
 
 NAME = "01-hit-the-wall"
@@ -89,3 +95,197 @@ def plan(p: dict, profile) -> list[PointPlan]:
                            [PassPlan("bench", "measured", PassSpec(num_prompts=n, max_concurrency=b, seed=next(seed)))],
                            {"kind": "decode", "batch": b}))
     return plans
+
+
+# ---------------------------------------------------------------------------------------------
+# Replay: tables, per-rig views and claims
+# ---------------------------------------------------------------------------------------------
+def rate_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """Table 1 for every rig: published rows and measured rows (the rate points plus the flood)."""
+    ref = load_reference(1, data_dir)["rate_sweep"].assign(source="published")
+    rows = []
+    for pt in load_points(NAME, data_dir, rigs):
+        if pt.params.get("kind") != "rate":
+            continue
+        row = pass_summary(pt)
+        row.update(offered_rate_rps=float(pt.params["offered_rate_rps"]), source="measured",
+                   rate_fraction=pt.params.get("rate_fraction"))
+        rows.append(row)
+    table = pd.concat([ref, pd.DataFrame(rows)], ignore_index=True) if rows else ref
+    if rigs is not None:
+        table = table[table["rig"].isin(rigs)]
+    return table.sort_values(["rig", "offered_rate_rps"]).reset_index(drop=True)
+
+
+def _facts(data_dir=None) -> dict:
+    f = load_reference(1, data_dir)["facts"]
+    return dict(zip(f["key"], f["value"]))
+
+
+def measured_points(data_dir=None, rigs=None) -> dict[str, dict[str, object]]:
+    out: dict[str, dict] = {}
+    for pt in load_points(NAME, data_dir, rigs):
+        out.setdefault(pt.rig, {})[pt.name] = pt
+    return out
+
+
+def memory_table(data_dir=None, rigs=None) -> pd.DataFrame:
+    """The startup memory report per rig: published, and parsed from each measured rig's latest start."""
+    rows = [load_reference(1, data_dir)["memory_report"].assign(source="published").iloc[0].to_dict()]
+    for rig, points in measured_points(data_dir, rigs).items():
+        starts = [p for p in points.values() if (p.manifest.get("session") or {}).get("has_startup")]
+        if not starts:
+            continue
+        latest = max(starts, key=lambda p: p.manifest["session"].get("server_started") or 0)
+        rep = latest.startup()
+        rows.append({"rig": rig, "model_weights_gib": rep.weights_gib, "kv_cache_gib": rep.kv_cache_gib,
+                     "kv_cache_tokens": rep.kv_cache_tokens, "max_concurrency_x": rep.max_concurrency,
+                     "max_concurrency_tokens_per_request": rep.max_concurrency_tokens_per_request,
+                     "kv_cache_device": rep.kv_cache_device, "start_to_healthy_s":
+                     latest.manifest["session"].get("start_to_healthy_s"), "vllm_version": rep.vllm_version,
+                     "source": "measured"})
+    table = pd.DataFrame(rows)
+    if rigs is not None:
+        table = table[table["rig"].isin(rigs)]
+    table["concurrency_discount_x"] = (table["max_concurrency_x"] * table["max_concurrency_tokens_per_request"]
+                                       / table["kv_cache_tokens"])
+    return table.reset_index(drop=True)
+
+
+def cold_warm_table(data_dir=None, rigs=None) -> pd.DataFrame:
+    rows = [load_reference(1, data_dir)["cold_warm"].assign(source="published")]
+    for rig, points in measured_points(data_dir, rigs).items():
+        if "cold-warm" in points:
+            pt = points["cold-warm"]
+            for label, state in (("cold", "cold"), ("bench", "warm")):
+                b = pt.bench(label)
+                rows.append(pd.DataFrame([{"rig": rig, "server_state": state,
+                                           "offered_rate_rps": pt.params.get("offered_rate_rps"),
+                                           "ttft_p50_ms": b.ms("ttft", "p50"), "ttft_p99_ms": b.ms("ttft", "p99"),
+                                           "source": "measured"}]))
+    table = pd.concat(rows, ignore_index=True)
+    return table[table["rig"].isin(rigs)] if rigs is not None else table
+
+
+def decode_table(data_dir=None, rigs=None) -> pd.DataFrame:
+    """Decode at fixed concurrency: median ITL is the step time at that running batch."""
+    rows = []
+    for rig, points in measured_points(data_dir, rigs).items():
+        for pt in points.values():
+            if pt.params.get("kind") == "decode":
+                row = pass_summary(pt)
+                row["batch"] = pt.params["batch"]
+                row["step_ms"] = row["itl_p50_ms"]
+                row["decode_tok_s"] = row["batch"] * 1000.0 / row["step_ms"]
+                rows.append(row)
+    return pd.DataFrame(rows, columns=None if rows else ["rig", "batch", "step_ms", "decode_tok_s"])
+
+
+def rig_view(rig: str, data_dir=None, tables: dict | None = None) -> dict:
+    """Everything part 1's claims and figures need about one rig, published or measured."""
+    t = tables or {}
+    rates = t.get("rates", rate_table(data_dir))
+    rates = rates[rates["rig"] == rig]
+    view: dict = {"rig": rig, "rates": rates}
+    if len(rates):
+        view.update(analysis.knee(rates))
+    mem = t.get("memory", memory_table(data_dir))
+    mem = mem[mem["rig"] == rig]
+    if len(mem):
+        view["memory"] = mem.iloc[0].to_dict()
+        view["weights_gib"] = mem.iloc[0]["model_weights_gib"]
+        view["concurrency_discount"] = mem.iloc[0]["concurrency_discount_x"]
+    cw = t.get("cold_warm", cold_warm_table(data_dir))
+    cw = cw[cw["rig"] == rig].set_index("server_state")
+    if {"cold", "warm"} <= set(cw.index):
+        view["cold_over_warm_p99"] = float(cw.loc["cold", "ttft_p99_ms"] / cw.loc["warm", "ttft_p99_ms"])
+    if rig == PUBLISHED_RIG:
+        f = _facts(data_dir)
+        fit = load_reference(1, data_dir)["step_time_fit"].iloc[0]
+        view.update(single_itl_ms=f["single_request_ms_per_token"], bandwidth_gb_s=f["hbm_bandwidth_measured"],
+                    fit_intercept_ms=fit["intercept_ms"], fit_slope_ms=fit["slope_ms_per_seq"],
+                    pure_decode_tok_s=f["pure_decode_ceiling_tok_s"], running_low=f["running_batch_rate1"],
+                    running_flood=f["running_batch_flood"])
+    else:
+        points = measured_points(data_dir, [rig]).get(rig, {})
+        if "single" in points:
+            view["single_itl_ms"] = pass_summary(points["single"])["itl_p50_ms"]
+        bw = next((p.manifest.get("rig_info", {}).get("hbm_bandwidth_gb_s") for p in points.values()
+                   if p.manifest.get("rig_info", {}).get("hbm_bandwidth_gb_s")), None)
+        view["bandwidth_gb_s"] = bw
+        dec = t.get("decode", decode_table(data_dir))
+        dec = dec[dec["rig"] == rig] if len(dec) else dec
+        view["decode"] = dec
+        if len(dec) >= 2:
+            fit = analysis.linear_fit(dec["batch"], dec["step_ms"])
+            view.update(fit=fit, fit_intercept_ms=fit.intercept, fit_slope_ms=fit.slope,
+                        pure_decode_tok_s=float(dec["decode_tok_s"].max()))
+        finite = rates[rates["offered_rate_rps"].apply(math.isfinite)]
+        if len(finite):
+            view["running_low"] = finite.iloc[0]["running_mean"]
+        flood = rates[~rates["offered_rate_rps"].apply(math.isfinite)]
+        if len(flood):
+            view["running_flood"] = flood.iloc[0]["running_max"]
+    if view.get("weights_gib") and view.get("bandwidth_gb_s"):
+        view["floor_ms"] = analysis.weight_stream_floor_ms(view["weights_gib"], view["bandwidth_gb_s"])
+        if view.get("single_itl_ms"):
+            view["roofline_fraction"] = view["floor_ms"] / view["single_itl_ms"]
+        if view.get("fit_intercept_ms"):
+            view["intercept_over_floor"] = view["fit_intercept_ms"] / view["floor_ms"]
+    if view.get("fit_intercept_ms") and view.get("fit_slope_ms"):
+        view["crossover"] = view["fit_intercept_ms"] / view["fit_slope_ms"]
+    if view.get("pure_decode_tok_s") and view.get("ceiling_tok_s"):
+        view["decode_over_serving"] = view["pure_decode_tok_s"] / view["ceiling_tok_s"]
+    return view
+
+
+def reference_view(data_dir=None) -> dict:
+    """The published numbers claims compare with: part 1's facts plus ratios the post states."""
+    f = _facts(data_dir)
+    f["published_decode_over_serving"] = f["pure_decode_ceiling_tok_s"] / f["serving_ceiling_tok_s"]
+    f["published_roofline_fraction"] = f["weight_stream_time"] / f["single_request_ms_per_token"]
+    fit = load_reference(1, data_dir)["step_time_fit"].iloc[0]
+    f["published_intercept_over_floor"] = fit["intercept_ms"] / f["weight_stream_time"]
+    return f
+
+
+CLAIMS = [
+    Claim("knee", "The server stops keeping up (completes under 90% of what is offered) between rate 6 and 8 req/s.",
+          "req/s", lambda v: v.get("knee_rps"), between("knee_offered_rate_low", "knee_offered_rate_high"), 0.0,
+          "the knee sits where the rig's decode ceiling is; a faster GPU moves it up in proportion"),
+    Claim("ceiling", "Flooded, it completes 7 to 8.5 requests a second, whatever the offered rate.", "req/s",
+          lambda v: v.get("ceiling_rps"), between("knee_completed_rate_low", "knee_completed_rate_high"), 0.05,
+          "the ceiling is the rig's decode throughput over 128 tokens per request"),
+    Claim("serving-ceiling", "The server sustains about 1,090 output tokens a second under load.", "tok/s",
+          lambda v: v.get("ceiling_tok_s"), around("serving_ceiling_tok_s"), 0.05,
+          "tokens per second scale with the rig's memory bandwidth and the model's bytes per step"),
+    Claim("roofline", "A single stream's token time is essentially the time to stream the weights once "
+          "(floor over measured ITL, ~19 of ~20 ms).", "fraction",
+          lambda v: v.get("roofline_fraction"), around("published_roofline_fraction"), 0.10,
+          "a faster weight stream leaves fixed per-step costs (launches, sampling, the hybrid layers' state) a "
+          "larger share of the step"),
+    Claim("single-itl", "One request alone pays about 20 ms per token.", "ms",
+          lambda v: v.get("single_itl_ms"), around("single_request_ms_per_token"), 0.10,
+          "token time is the weight-stream time, which scales inversely with the rig's bandwidth"),
+    Claim("intercept", "The fixed part of a decode step (the fit's intercept) matches the weight-stream floor.",
+          "x floor", lambda v: v.get("intercept_over_floor"), around("published_intercept_over_floor"), 0.10,
+          "the intercept also holds every per-step cost that is not weight traffic"),
+    Claim("crossover", "Per-sequence work overtakes the fixed stream near a batch of 64 (intercept over slope ~61).",
+          "seqs", lambda v: v.get("crossover"), around("plateau_batch"), 0.15,
+          "the crossover is the ratio of the rig's fixed to per-sequence step cost"),
+    Claim("decode-vs-serving", "Pure decode reaches about twice the throughput the server sustains under load "
+          "(prefill takes the rest).", "x", lambda v: v.get("decode_over_serving"),
+          around("published_decode_over_serving"), 0.20,
+          "how much prefill takes depends on the prompt length and how prefill and decode share steps on the rig"),
+    Claim("running-flood", "Flooded, the running batch reaches about 145 of the 256 allowed.", "seqs",
+          lambda v: v.get("running_flood"), around("running_batch_flood"), 0.15,
+          "the running batch under a flood is set by how fast prefill admits requests against how fast they finish"),
+    Claim("cold-warm", "A cold server's first pass has a p99 TTFT about 200x that of the same pass warm.", "x",
+          lambda v: v.get("cold_over_warm_p99"), around("cold_over_warm_ttft_p99"), 0.5,
+          "the cold cost is compilation and kernel tuning at first use; caches from an earlier start shrink it"),
+    Claim("kv-discount", "The KV cache admits about 2.2x more max-length requests than tokens / length suggests "
+          "(only 8 of 32 layers grow a cache).", "x", lambda v: v.get("concurrency_discount"),
+          around("concurrency_discount"), 0.10,
+          "vLLM's own accounting of hybrid models' KV tokens changed between versions: the discount is in the log's "
+          "arithmetic, not in the model"),
+]

@@ -1,0 +1,349 @@
+"""Shared look and plumbing for the book's figures and tables (Altair, offline).
+
+Part-specific chart functions live elsewhere and build on these helpers:
+
+* :func:`use_theme` (called on import): one size, local fonts, tooltips on every mark.
+* :func:`rig_colour` / :func:`rig_color`: a fixed colour per rig name, the same in every figure
+  (``a10g-published`` is always the same blue).
+* :func:`log_x` / :func:`log_y`: log-scale positional encodings with readable ticks.
+* :func:`show`: saves PNG and SVG (vl-convert, no network) under ``_static/figures/`` at the book
+  root, displays the interactive chart and, under it, links to both files.
+* :func:`table_html` / :func:`table`: a tidy frame as an HTML table, units in the headers,
+  numbers rounded for reading.
+
+The interactive chart uses Altair's default renderer; the page gets Vega from
+``_static/vega-bundle.js`` (see :mod:`inference_wall.book_static`), never from a CDN.
+"""
+from __future__ import annotations
+
+import html
+import math
+import os
+import re
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+
+from .schema import PUBLISHED_RIG
+
+THEME_NAME = "inference_wall"
+WIDTH, HEIGHT = 480, 280  # fits the book column with the legend below
+# Generic families only: the browser and vl-convert resolve them to installed fonts, nothing downloads.
+FONT = "system-ui, -apple-system, 'Segoe UI', 'DejaVu Sans', 'Liberation Sans', Arial, sans-serif"
+FIGURES_DIR_NAME = "figures"  # under <book root>/_static/, copied verbatim into _build/html/_static/
+
+# Fixed colours for rigs the book knows; any other rig gets one from USER_RIG_PALETTE, chosen by
+# a hash of its name so that it keeps its colour from figure to figure.
+RIG_COLOURS: dict[str, str] = {
+    PUBLISHED_RIG: "#4c78a8",  # blue: the series' own published numbers
+    "h200": "#e45756",  # red
+    "cpu-tiny": "#54a24b",  # green
+}
+USER_RIG_PALETTE: tuple[str, ...] = (
+    "#f58518",  # orange
+    "#b279a2",  # purple
+    "#72b7b2",  # teal
+    "#9d755d",  # brown
+    "#eeca3b",  # yellow
+    "#ff9da6",  # pink
+    "#79706e",  # grey
+    "#17becf",  # cyan
+)
+
+
+# --------------------------------------------------------------------------------------- theme
+def theme_config() -> dict:
+    return {
+        "width": WIDTH,
+        "height": HEIGHT,
+        "config": {
+            "font": FONT,
+            "view": {"stroke": "#ddd"},
+            "axis": {
+                "labelFontSize": 12,
+                "titleFontSize": 13,
+                "titleFontWeight": "normal",
+                "gridColor": "#eee",
+                "domainColor": "#888",
+                "tickColor": "#888",
+            },
+            "legend": {"labelFontSize": 12, "titleFontSize": 12, "orient": "bottom", "direction": "horizontal"},
+            "title": {"fontSize": 14, "anchor": "start", "fontWeight": "normal"},
+            "mark": {"tooltip": True},  # every mark shows its encoded fields on hover
+            "point": {"size": 60, "filled": True},
+            "line": {"strokeWidth": 2},
+        },
+    }
+
+
+def use_theme() -> None:
+    """Register and enable the book's theme (idempotent)."""
+
+    @alt.theme.register(THEME_NAME, enable=True)
+    def _theme() -> alt.theme.ThemeConfig:
+        return theme_config()  # type: ignore[return-value]
+
+
+use_theme()
+# The chart menu offers local PNG/SVG export only: no "Open in Vega Editor" (an external site).
+alt.renderers.set_embed_options(actions={"export": True, "source": False, "compiled": False, "editor": False})
+
+
+# ---------------------------------------------------------------------------------- rig colours
+def rig_colour(rig: str) -> str:
+    """The colour of ``rig`` in every figure: fixed for known rigs, hashed from the name otherwise."""
+    if rig in RIG_COLOURS:
+        return RIG_COLOURS[rig]
+    return USER_RIG_PALETTE[zlib.crc32(rig.encode("utf-8")) % len(USER_RIG_PALETTE)]
+
+
+def rig_order(rigs: Iterable[str]) -> list[str]:
+    """Rigs in legend order: the published rig first, then the known rigs, then the rest by name."""
+    unique = sorted(set(rigs))
+    known = [r for r in RIG_COLOURS if r in unique]
+    return known + [r for r in unique if r not in RIG_COLOURS]
+
+
+def rig_palette(rigs: Iterable[str]) -> dict[str, str]:
+    """{rig: colour} for one figure. Unknown rigs keep their hashed colour unless two collide in
+    this figure; then the later one (by name) takes the next free palette colour."""
+    palette: dict[str, str] = {}
+    for rig in rig_order(rigs):
+        colour = rig_colour(rig)
+        if rig not in RIG_COLOURS and colour in palette.values():
+            start = USER_RIG_PALETTE.index(colour)
+            for step in range(1, len(USER_RIG_PALETTE)):
+                candidate = USER_RIG_PALETTE[(start + step) % len(USER_RIG_PALETTE)]
+                if candidate not in palette.values():
+                    colour = candidate
+                    break
+        palette[rig] = colour
+    return palette
+
+
+def rig_scale(rigs: Iterable[str]) -> alt.Scale:
+    palette = rig_palette(rigs)
+    return alt.Scale(domain=list(palette), range=list(palette.values()))
+
+
+def rig_color(rigs: Iterable[str], field: str = "rig", title: str = "Rig", **kwargs) -> alt.Color:
+    """A colour encoding by rig with the book's fixed rig colours (pass the rigs in the data)."""
+    return alt.Color(f"{field}:N", title=title, scale=rig_scale(rigs), **kwargs)
+
+
+# ------------------------------------------------------------------------------------ log axes
+def _log_kwargs(title: str | None, domain: Sequence[float] | None, fmt: str | None) -> dict:
+    scale = alt.Scale(type="log", domain=list(domain)) if domain else alt.Scale(type="log")
+    axis = alt.Axis(format=fmt or "~s", grid=True)
+    kwargs: dict = {"scale": scale, "axis": axis}
+    if title is not None:
+        kwargs["title"] = title
+    return kwargs
+
+
+def log_x(field: str, title: str | None = None, domain: Sequence[float] | None = None,
+          fmt: str | None = None, **kwargs) -> alt.X:
+    """A log-scale x encoding (values must be > 0; drop or map zero/inf before plotting)."""
+    return alt.X(field if ":" in field else f"{field}:Q", **_log_kwargs(title, domain, fmt), **kwargs)
+
+
+def log_y(field: str, title: str | None = None, domain: Sequence[float] | None = None,
+          fmt: str | None = None, **kwargs) -> alt.Y:
+    """A log-scale y encoding (values must be > 0)."""
+    return alt.Y(field if ":" in field else f"{field}:Q", **_log_kwargs(title, domain, fmt), **kwargs)
+
+
+# ------------------------------------------------------------------------------ save and show
+def book_root(start: Path | None = None) -> Path:
+    """The folder holding ``_config.yml``, searched upwards from ``start`` (default: the cwd).
+
+    Jupyter Book runs each notebook in the notebook's own folder; papermill runs it wherever
+    the Makefile does (the repo root). Either way the root is found by walking up."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "_config.yml").is_file() and (folder / "_toc.yml").is_file():
+            return folder
+    raise FileNotFoundError(f"no _config.yml/_toc.yml above {here}: not inside the book")
+
+
+def figures_dir(root: Path | None = None) -> Path:
+    return (root or book_root()) / "_static" / FIGURES_DIR_NAME
+
+
+_SAFE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+def save(chart: alt.TopLevelMixin, name: str, out_dir: Path | None = None,
+         scale_factor: float = 2.0) -> dict[str, Path]:
+    """Write ``<name>.png`` and ``<name>.svg`` into ``out_dir`` (default: ``_static/figures``).
+
+    Files whose bytes are unchanged are not rewritten. Returns {"png": path, "svg": path}."""
+    if not _SAFE_NAME.match(name):
+        raise ValueError(f"figure name {name!r}: use lower-case letters, digits, '.', '_' and '-'")
+    import vl_convert as vlc
+
+    out = Path(out_dir) if out_dir is not None else figures_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    spec = chart.to_dict()
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    vl_version = vl_version_for_vl_convert()
+    payloads = {
+        "svg": vlc.vegalite_to_svg(spec, vl_version=vl_version).encode("utf-8"),
+        "png": vlc.vegalite_to_png(spec, vl_version=vl_version, scale=scale_factor),
+    }
+    paths = {}
+    for ext, data in payloads.items():
+        path = out / f"{name}.{ext}"
+        if not (path.exists() and path.read_bytes() == data):
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(data)
+            tmp.replace(path)
+        paths[ext] = path
+    return paths
+
+
+def download_links_html(paths: Mapping[str, Path], base: Path | None = None) -> str:
+    """HTML links to the saved files, relative to ``base`` (default: the cwd).
+
+    A page is built at the same depth below ``_build/html`` as its source below the book root,
+    and ``_static`` is copied to ``_build/html/_static``; so a link relative to the notebook's
+    folder in the source tree is also right in the built site."""
+    base = (base or Path.cwd()).resolve()
+    links = []
+    for ext in ("png", "svg"):
+        if ext in paths:
+            href = Path(os.path.relpath(Path(paths[ext]).resolve(), base)).as_posix()
+            links.append(
+                f'<a class="iw-download" href="{html.escape(href)}" download>{ext.upper()}</a>'
+            )
+    return '<p class="iw-figure-downloads">Download this figure: ' + " · ".join(links) + "</p>"
+
+
+def show(chart: alt.TopLevelMixin, name: str, out_dir: Path | None = None,
+         links: bool = True) -> None:
+    """Save ``chart`` as PNG and SVG, display it interactively, and display download links.
+
+    ``name`` becomes the file stem (``_static/figures/<name>.png``); make it unique in the book,
+    e.g. ``part1-throughput-vs-rate``. Returns None so that nothing else lands in the cell's
+    output; call :func:`save` for the paths."""
+    from IPython.display import HTML, display
+
+    paths = save(chart, name, out_dir)
+    display(chart)
+    if links:
+        display(HTML(download_links_html(paths)))
+
+
+# ------------------------------------------------------------------------------------- tables
+# Column-name suffix -> unit shown in the header. Longest suffixes first.
+UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (
+    ("_tok_s", "tok/s"),
+    ("_rps", "req/s"),
+    ("_ms", "ms"),
+    ("_us", "µs"),
+    ("_gib", "GiB"),
+    ("_gb_s", "GB/s"),
+    ("_gb", "GB"),
+    ("_mib", "MiB"),
+    ("_pct", "%"),
+    ("_tflops", "TFLOP/s"),
+    ("_s", "s"),
+)
+# Words that read better in capitals in a header.
+HEADER_WORDS = {"ttft": "TTFT", "itl": "ITL", "e2el": "E2E", "e2e": "E2E", "kv": "KV",
+                "hbm": "HBM", "gpu": "GPU", "rps": "req/s", "id": "ID"}
+
+
+def split_unit(column: str) -> tuple[str, str | None]:
+    """'ttft_p50_ms' -> ('ttft_p50', 'ms'); columns without a known unit suffix -> (column, None)."""
+    for suffix, unit in UNIT_SUFFIXES:
+        if column.endswith(suffix) and len(column) > len(suffix):
+            return column[: -len(suffix)], unit
+    return column, None
+
+
+def header_label(column: str, units: Mapping[str, str] | None = None,
+                 labels: Mapping[str, str] | None = None) -> str:
+    """A readable header with its unit: 'ttft_p50_ms' -> 'TTFT p50 (ms)'."""
+    stem, unit = split_unit(column)
+    if units and column in units:
+        unit = units[column]
+    if labels and column in labels:
+        text = labels[column]
+    else:
+        words = [HEADER_WORDS.get(w, w) for w in stem.split("_") if w]
+        text = " ".join(words)
+        text = text[:1].upper() + text[1:]
+    return f"{text} ({unit})" if unit else text
+
+
+def format_number(value, digits: int | None = None) -> str:
+    """Round for reading: 1,234 / 56.8 / 7.05 / 0.392; inf -> '∞' (a flood); NaN -> '–'.
+
+    With ``digits`` given, exactly that many decimals (thousands separated)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+        return str(value)
+    x = float(value)
+    if math.isnan(x):
+        return "–"
+    if math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    if digits is not None:
+        return f"{x:,.{digits}f}"
+    if float(x).is_integer() and abs(x) < 1e15:
+        return f"{int(x):,}"
+    magnitude = abs(x)
+    if magnitude >= 100:
+        return f"{x:,.0f}"
+    if magnitude >= 10:
+        return f"{x:,.1f}"
+    if magnitude >= 1:
+        return f"{x:,.2f}"
+    return f"{x:.3g}"
+
+
+def table_html(df: pd.DataFrame, units: Mapping[str, str] | None = None,
+               labels: Mapping[str, str] | None = None, digits: Mapping[str, int] | None = None,
+               caption: str | None = None, index: bool = False) -> str:
+    """Render ``df`` as an HTML table: unit-bearing headers, rounded numbers right-aligned.
+
+    ``units`` overrides or adds units per column, ``labels`` replaces header text, ``digits``
+    fixes decimals per column. Units are otherwise read from the column-name suffix."""
+    frame = df.reset_index() if index else df
+    numeric = {c: pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
+               for c in frame.columns}
+    head = "".join(
+        f'<th class="{"iw-num" if numeric[c] else "iw-text"}">{html.escape(header_label(str(c), units, labels))}</th>'
+        for c in frame.columns
+    )
+    rows = []
+    for record in frame.itertuples(index=False, name=None):
+        cells = []
+        for column, value in zip(frame.columns, record):
+            if numeric[column]:
+                text = format_number(value, (digits or {}).get(column))
+                cells.append(f'<td class="iw-num">{html.escape(text)}</td>')
+            else:
+                text = "–" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+                cells.append(f'<td class="iw-text">{html.escape(text)}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    return (
+        f'<table class="dataframe iw-table">{cap}<thead><tr>{head}</tr></thead>'
+        f'<tbody>{"".join(rows)}</tbody></table>'
+    )
+
+
+def table(df: pd.DataFrame, **kwargs):
+    """:func:`table_html` wrapped for display in a notebook (returns an ``IPython.display.HTML``)."""
+    from IPython.display import HTML
+
+    return HTML(table_html(df, **kwargs))

@@ -1,0 +1,212 @@
+"""Model folders for vLLM: a preset's shapes plus a synthetic tokenizer, or a hub id.
+
+A preset is a folder under ``data/models/<preset>/``: the checkpoint's ``config.json`` (and
+``generation_config.json`` and processor configs where the model has them), a
+``special_tokens.json`` (id -> token) and a ``preset.json`` (``hub_id``: where real weights
+live). ``prepare_model(preset, dest)`` turns it into a folder that ``vllm serve DEST
+--load-format dummy`` can run: the same tensor shapes as the real model with random weights,
+and a WordLevel tokenizer over the full vocabulary in which every ordinary id is a distinct
+whitespace-separated word. Decoding any ids and encoding the text again gives back the same
+ids, so ``vllm bench serve``'s random prompts have exactly the asked number of tokens.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from .errors import UserError
+
+Source = Literal["dummy", "hub"]
+
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+# Files of a preset folder that describe the preset rather than the model.
+PRESET_ONLY_FILES = {"preset.json", "special_tokens.json"}
+STAMP = ".modelkit.json"
+# Bump when the written tokenizer changes, so that prepared folders are rewritten.
+TOKENIZER_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What `vllm serve` and `vllm bench serve` need to run one model."""
+
+    preset: str
+    source: Source
+    model: str  # a folder (dummy) or a hub id (hub)
+    tokenizer: str
+    load_format: Literal["dummy", "auto"]
+    served_name: str
+
+
+def models_dir(data_dir: str | os.PathLike | None = None) -> Path:
+    return Path(data_dir if data_dir is not None else DEFAULT_DATA_DIR) / "models"
+
+
+def list_presets(data_dir: str | os.PathLike | None = None) -> list[str]:
+    """Names of the presets under ``data_dir/models``: folders that hold a config.json."""
+    root = models_dir(data_dir)
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "config.json").is_file())
+
+
+def preset_dir(preset: str, data_dir: str | os.PathLike | None = None) -> Path:
+    presets = list_presets(data_dir)
+    if preset not in presets:
+        valid = ", ".join(presets) if presets else f"none found in {models_dir(data_dir)}"
+        raise UserError(f"unknown model preset {preset!r}; valid presets: {valid}")
+    return models_dir(data_dir) / preset
+
+
+def read_preset(preset: str, data_dir: str | os.PathLike | None = None) -> dict:
+    """The preset's preset.json (``hub_id`` at least)."""
+    path = preset_dir(preset, data_dir) / "preset.json"
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: cannot read the preset description: {e}") from None
+    if not isinstance(meta.get("hub_id"), str):
+        raise UserError(f"{path}: needs a string 'hub_id'")
+    return meta
+
+
+def text_config(config: dict) -> dict:
+    """The language model's part of a config (multimodal configs nest it)."""
+    return config.get("text_config", config)
+
+
+def read_special_tokens(folder: Path) -> dict[int, str]:
+    path = folder / "special_tokens.json"
+    if not path.is_file():
+        return {}
+    return {int(i): tok for i, tok in json.loads(path.read_text()).items()}
+
+
+def ordinary_word(token_id: int) -> str:
+    """The synthetic word for an ordinary id: distinct, no whitespace, not a special token."""
+    return f"t{token_id}"
+
+
+def tokenizer_json(vocab_size: int, special: dict[int, str]) -> str:
+    """A `tokenizers` WordLevel tokenizer over ids 0..vocab_size-1, as JSON text.
+
+    Written as text directly: building the 248,320-word vocabulary through the `tokenizers`
+    API and saving it is several times slower.
+    """
+    bad = [i for i in special if not 0 <= i < vocab_size]
+    if bad:
+        raise UserError(f"special token ids {bad} lie outside the vocabulary of {vocab_size}")
+    words = [special.get(i) or ordinary_word(i) for i in range(vocab_size)]
+    # Unknown words (text not made of our words) map to the first special token, so arbitrary
+    # prompts still encode; with no special tokens, to id 0.
+    unk = special[min(special)] if special else words[0]
+    added = [
+        {"id": i, "content": tok, "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True}
+        for i, tok in sorted(special.items())
+    ]
+    vocab = ",".join(f"{json.dumps(w)}:{i}" for i, w in enumerate(words))
+    head = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": None, "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "post_processor": None, "decoder": None,
+    }
+    # decoder None: decoding joins the words with single spaces, which WhitespaceSplit undoes.
+    model = f'{{"type":"WordLevel","vocab":{{{vocab}}},"unk_token":{json.dumps(unk)}}}'
+    return json.dumps(head)[:-1] + f',"model":{model}}}'
+
+
+def tokenizer_config(config: dict, special: dict[int, str]) -> dict:
+    """tokenizer_config.json for transformers' PreTrainedTokenizerFast over tokenizer.json."""
+    text = text_config(config)
+
+    def token(key: str) -> str | None:
+        ids = text.get(key, config.get(key))
+        ids = ids[0] if isinstance(ids, list) else ids
+        return special.get(ids) if ids is not None else None
+
+    out = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "clean_up_tokenization_spaces": False,  # would glue words to punctuation; ours has none
+        "model_max_length": text.get("max_position_embeddings", 1 << 20),
+        "bos_token": token("bos_token_id"),
+        "eos_token": token("eos_token_id"),
+        "pad_token": token("pad_token_id") or token("eos_token_id"),
+        "unk_token": special[min(special)] if special else None,
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _inputs_digest(src: Path) -> str:
+    h = hashlib.sha256(f"tokenizer-format-{TOKENIZER_FORMAT}".encode())
+    for path in sorted(p for p in src.iterdir() if p.is_file()):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def prepare_model(
+    preset: str,
+    dest: str | os.PathLike,
+    source: Source = "dummy",
+    data_dir: str | os.PathLike | None = None,
+) -> ModelSpec:
+    """Make ``preset`` servable: a dummy-weight model folder at ``dest``, or its hub id.
+
+    Idempotent: a folder already prepared from the same preset files is left as it is.
+    """
+    src = preset_dir(preset, data_dir)
+    meta = read_preset(preset, data_dir)
+    if source == "hub":
+        hub_id = meta["hub_id"]
+        return ModelSpec(preset, "hub", hub_id, hub_id, "auto", preset)
+    if source != "dummy":
+        raise UserError(f"unknown model source {source!r}; valid sources: dummy, hub")
+
+    dest = Path(dest)
+    digest = _inputs_digest(src)
+    spec = ModelSpec(preset, "dummy", str(dest), str(dest), "dummy", preset)
+    stamp_path = dest / STAMP
+    old = _read_stamp(stamp_path)
+    if old.get("preset") == preset and old.get("inputs_sha256") == digest:
+        return spec
+
+    dest.mkdir(parents=True, exist_ok=True)
+    stamp_path.unlink(missing_ok=True)  # the folder is incomplete until the stamp is back
+    for name in old.get("files", []):  # what an earlier, different preparation wrote
+        (dest / name).unlink(missing_ok=True)
+
+    written = []
+    for path in sorted(src.glob("*.json")):
+        if path.name not in PRESET_ONLY_FILES:
+            shutil.copyfile(path, dest / path.name)
+            written.append(path.name)
+    config = json.loads((src / "config.json").read_text())
+    special = read_special_tokens(src)
+    vocab_size = text_config(config)["vocab_size"]
+    _write_atomic(dest / "tokenizer.json", tokenizer_json(vocab_size, special))
+    _write_atomic(
+        dest / "tokenizer_config.json", json.dumps(tokenizer_config(config, special), indent=1)
+    )
+    written += ["tokenizer.json", "tokenizer_config.json"]
+    stamp = {"preset": preset, "inputs_sha256": digest, "files": written}
+    _write_atomic(stamp_path, json.dumps(stamp, indent=1))
+    return spec
+
+
+def _read_stamp(path: Path) -> dict:
+    try:
+        stamp = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return stamp if isinstance(stamp, dict) else {}
