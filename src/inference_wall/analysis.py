@@ -111,3 +111,17 @@ def predict_throughput(fit: LinearFit, batch, output_len: int | None = None) -> 
     """Decode tokens per second at a running batch from a step-time fit (ms): batch / step time."""
     b = np.asarray(batch, float)
     return b / fit.predict(b) * 1000.0
+
+
+def kv_bytes_per_token_per_layer(text_config: dict, dtype_bytes: int = 2) -> int:
+    """K and V for one token in one full-attention layer: 2 x KV heads x head dim x bytes per value."""
+    head_dim = text_config.get("head_dim") or text_config["hidden_size"] // text_config["num_attention_heads"]
+    return 2 * text_config["num_key_value_heads"] * head_dim * dtype_bytes
+
+
+def attention_layer_counts(text_config: dict) -> tuple[int, int]:
+    """(layers that keep a growing KV cache, all layers) from a config's layer_types (dense: all)."""
+    layers = text_config["num_hidden_layers"]
+    types = text_config.get("layer_types")
+    full = sum(1 for t in types if t == "full_attention") if types else layers
+    return full, layers

@@ -28,13 +28,15 @@ class RigProfile:
     model_preset: str = "qwen3.5-4b"
     model_source: str = "dummy"
     overrides: dict[str, dict] = field(default_factory=dict)  # part name -> parameter overrides
+    method_only: bool = False  # a test rig: shown on the method page, not beside real GPUs in the parts
     has_profile: bool = False
 
     def for_part(self, part_name: str) -> dict:
         return dict(self.overrides.get(part_name, {}))
 
 
-PROFILE_KEYS = {"description", "serve_args", "env", "notes", "model_preset", "model_source", "overrides"}
+PROFILE_KEYS = {"description", "serve_args", "env", "notes", "model_preset", "model_source", "overrides",
+                "method_only"}
 
 
 def load_profile(rig: str, data_dir: Path | None = None) -> RigProfile:

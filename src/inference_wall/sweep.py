@@ -91,7 +91,7 @@ class SweepFailed(UserError):
 
 
 def _progress(total: int, initial: int, enabled: bool):
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     return tqdm(total=total, initial=initial, unit="point", disable=not enabled, file=sys.stderr,
                 bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} points [{elapsed}<{remaining}]{postfix}")

@@ -74,3 +74,33 @@ def run(part, rig: str, data_dir: Path | None = None, model_source: str | None =
                        serve_args=list(SERVE_ARGS), server_env=dict(SERVER_ENV), progress=progress,
                        extra_manifest={"parameters": params})
     return run_sweep(plans, ctx)
+
+
+def page_rigs(part, data_dir: Path | None = None, rigs: list[str] | None = None) -> list[str]:
+    """The rigs a part's page shows: the published one and every measured rig with data, except test rigs
+    (profile `method_only`), unless `rigs` names them."""
+    from ..rig import load_profile as profile
+    from ..schema import PUBLISHED_RIG
+    from ..store import rigs_with_data
+
+    if rigs:
+        return list(rigs)
+    measured = [r for r in rigs_with_data(part, data_dir) if not profile(r, data_dir).method_only]
+    return [PUBLISHED_RIG, *measured]
+
+
+def notebook_run(part, mode: str, run_rig: str | None, data_dir: Path | None = None, **kwargs) -> None:
+    """The run-mode cell of a part's notebook: run (or resume) the sweep for `run_rig`; replay does nothing."""
+    if mode == "replay":
+        return
+    if mode != "run":
+        raise UserError(f"unknown mode {mode!r}; valid: replay, run")
+    if not run_rig:
+        raise UserError("mode='run' needs run_rig (the rig this machine is)")
+    report = run(part, run_rig, data_dir, **kwargs)
+    print(f"{module(part).NAME} on {run_rig}: done {len(report.done)}, already complete {len(report.skipped)}, "
+          f"left for a later run {len(report.pending)}"
+          + (f"; server start to healthy (s): {', '.join(f'{s:.0f}' for s in report.server_starts_s)}"
+             if report.server_starts_s else ""))
+    if report.pending:
+        print("stopped at the time budget; rerun the same command to resume: " + ", ".join(report.pending))
