@@ -24,7 +24,7 @@ help:
 # The book's environment: pinned by requirements.lock (uv pip compile of pyproject.toml's book+test extras).
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(VENV_PY) || python3 -m venv $(VENV)
-	@test -x $(UV) || $(VENV_PY) -m pip install -q uv==0.13.9
+	@test -x $(UV) || { $(VENV_PY) -m pip --version >/dev/null 2>&1 || $(VENV_PY) -m ensurepip >/dev/null; $(VENV_PY) -m pip install -q uv==0.13.9; }
 	$(UV) pip install -q -p $(VENV_PY) --compile-bytecode -r requirements.lock
 	$(UV) pip install -q -p $(VENV_PY) --compile-bytecode --no-deps -e .
 	@touch $@

@@ -91,6 +91,11 @@ def fit_lines(fits: dict[str, tuple[float, float]], max_batch: dict[str, float])
     return pd.DataFrame(rows)
 
 
+def _cap_axis(df: pd.DataFrame) -> alt.X:
+    return figures.log_x("max_num_seqs", "max_num_seqs (log)",
+                         domain=[float(df["max_num_seqs"].min()), float(df["max_num_seqs"].max())])
+
+
 def throughput_vs_cap(sweep: pd.DataFrame, prediction: pd.DataFrame | None = None) -> alt.LayerChart:
     """Part 3: output throughput against the max_num_seqs cap (log axis), and where part 1's step-time
     fit exists for the rig, its pure-decode prediction (dashed)."""
@@ -100,7 +105,7 @@ def throughput_vs_cap(sweep: pd.DataFrame, prediction: pd.DataFrame | None = Non
            alt.Tooltip("output_tok_s:Q", title="output tok/s", format=",.0f"),
            alt.Tooltip("completed_rps:Q", title="req/s", format=".3g")]
     chart = alt.Chart(sweep).mark_line(point=True).encode(
-        x=figures.log_x("max_num_seqs", "max_num_seqs (log)"), y=alt.Y("output_tok_s:Q", title="Output throughput (tok/s)"),
+        x=_cap_axis(sweep), y=alt.Y("output_tok_s:Q", title="Output throughput (tok/s)"),
         color=color, tooltip=tip)
     if prediction is not None and len(prediction):
         pred = alt.Chart(prediction).mark_line(strokeDash=[5, 4], opacity=0.7).encode(
@@ -117,7 +122,7 @@ def itl_vs_cap(sweep: pd.DataFrame) -> alt.Chart:
                       var_name="stat", value_name="itl_ms").dropna()
     long["stat"] = long["stat"].map({"itl_p50_ms": "p50", "itl_p99_ms": "p99"})
     return alt.Chart(long).mark_line(point=True).encode(
-        x=figures.log_x("max_num_seqs", "max_num_seqs (log)"), y=figures.log_y("itl_ms", "ITL (ms, log)"),
+        x=_cap_axis(long), y=figures.log_y("itl_ms", "ITL (ms, log)"),
         color=figures.rig_color(long["rig"]), strokeDash=alt.StrokeDash("stat:N", title="percentile"),
         tooltip=["rig:N", "max_num_seqs:Q", "stat:N", alt.Tooltip("itl_ms:Q", format=".3g")])
 
@@ -126,6 +131,6 @@ def ttft_vs_cap(sweep: pd.DataFrame) -> alt.Chart:
     """Part 3: median TTFT against the cap under a flood (log-log): a queue, not a comparison."""
     data = sweep.assign(ttft_p50_s=sweep["ttft_p50_ms"] / 1000)
     return alt.Chart(data).mark_line(point=True).encode(
-        x=figures.log_x("max_num_seqs", "max_num_seqs (log)"), y=figures.log_y("ttft_p50_s", "Median TTFT (s, log)"),
+        x=_cap_axis(data), y=figures.log_y("ttft_p50_s", "Median TTFT (s, log)"),
         color=figures.rig_color(data["rig"]),
         tooltip=["rig:N", "max_num_seqs:Q", alt.Tooltip("ttft_p50_s:Q", title="TTFT p50 s", format=".3g")])

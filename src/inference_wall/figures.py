@@ -6,6 +6,7 @@ Part-specific chart functions live elsewhere and build on these helpers:
 * :func:`rig_colour` / :func:`rig_color`: a fixed colour per rig name, the same in every figure
   (``a10g-published`` is always the same blue).
 * :func:`log_x` / :func:`log_y`: log-scale positional encodings with readable ticks.
+* :func:`tooltips`: tooltip entries titled like the table headers (``TTFT p50 (ms)``).
 * :func:`show`: saves PNG and SVG (vl-convert, no network) under ``_static/figures/`` at the book
   root, displays the interactive chart and, under it, links to both files.
 * :func:`table_html` / :func:`table`: a tidy frame as an HTML table, units in the headers,
@@ -134,6 +135,24 @@ def rig_color(rigs: Iterable[str], field: str = "rig", title: str = "Rig", **kwa
     return alt.Color(f"{field}:N", title=title, scale=rig_scale(rigs), **kwargs)
 
 
+def tooltips(columns: Sequence[str], units: Mapping[str, str] | None = None,
+             labels: Mapping[str, str] | None = None, fmt: str = ",.3~f") -> list[alt.Tooltip]:
+    """Tooltip entries with the same readable, unit-bearing titles as the tables.
+
+    Columns may carry an Altair type (``"rig:N"``); without one, ``rig``/text-like names are
+    nominal and the rest quantitative (formatted with ``fmt``)."""
+    entries = []
+    for column in columns:
+        name, _, kind = column.partition(":")
+        kind = kind or ("N" if split_unit(name)[1] is None and name in {"rig", "model", "part", "mode", "key", "note", "unit"} else "Q")
+        title = header_label(name, units, labels)
+        if kind == "Q":
+            entries.append(alt.Tooltip(f"{name}:Q", title=title, format=fmt))
+        else:
+            entries.append(alt.Tooltip(f"{name}:{kind}", title=title))
+    return entries
+
+
 # ------------------------------------------------------------------------------------ log axes
 def _log_kwargs(title: str | None, domain: Sequence[float] | None, fmt: str | None) -> dict:
     scale = alt.Scale(type="log", domain=list(domain)) if domain else alt.Scale(type="log")
@@ -253,6 +272,9 @@ UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (
     ("_tflops", "TFLOP/s"),
     ("_s", "s"),
 )
+# Whole headers for columns whose name does not read well word by word (the unit is still added).
+DEFAULT_LABELS = {"max_num_seqs": "max_num_seqs", "running_max": "Largest running batch",
+                  "offered_rate": "Offered rate", "completed": "Completed"}
 # Words that read better in capitals in a header.
 HEADER_WORDS = {"ttft": "TTFT", "itl": "ITL", "e2el": "E2E", "e2e": "E2E", "kv": "KV",
                 "hbm": "HBM", "gpu": "GPU", "rps": "req/s", "id": "ID"}
@@ -274,6 +296,8 @@ def header_label(column: str, units: Mapping[str, str] | None = None,
         unit = units[column]
     if labels and column in labels:
         text = labels[column]
+    elif column in DEFAULT_LABELS or stem in DEFAULT_LABELS:
+        text = DEFAULT_LABELS.get(column, DEFAULT_LABELS.get(stem, stem))
     else:
         words = [HEADER_WORDS.get(w, w) for w in stem.split("_") if w]
         text = " ".join(words)
@@ -310,16 +334,34 @@ def format_number(value, digits: int | None = None) -> str:
     return f"{x:.3g}"
 
 
+def column_decimals(values: pd.Series) -> int | None:
+    """Decimals for a whole numeric column, so that its numbers line up: None (integers) if every
+    finite value is whole, else what :func:`format_number` would use for the column's median size."""
+    finite = pd.to_numeric(values, errors="coerce").replace([math.inf, -math.inf], math.nan).dropna()
+    if finite.empty or (finite == finite.round()).all():
+        return None
+    median = float(finite.abs().median())
+    if median >= 100:
+        return 0
+    if median >= 10:
+        return 1
+    if median >= 1 or median == 0:
+        return 2
+    return min(6, 2 - math.floor(math.log10(median)))
+
+
 def table_html(df: pd.DataFrame, units: Mapping[str, str] | None = None,
                labels: Mapping[str, str] | None = None, digits: Mapping[str, int] | None = None,
                caption: str | None = None, index: bool = False) -> str:
     """Render ``df`` as an HTML table: unit-bearing headers, rounded numbers right-aligned.
 
     ``units`` overrides or adds units per column, ``labels`` replaces header text, ``digits``
-    fixes decimals per column. Units are otherwise read from the column-name suffix."""
+    fixes decimals per column (default: one choice per column, see :func:`column_decimals`).
+    Units are otherwise read from the column-name suffix."""
     frame = df.reset_index() if index else df
     numeric = {c: pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
                for c in frame.columns}
+    decimals = {c: (digits or {}).get(c, column_decimals(frame[c])) for c in frame.columns if numeric[c]}
     head = "".join(
         f'<th class="{"iw-num" if numeric[c] else "iw-text"}">{html.escape(header_label(str(c), units, labels))}</th>'
         for c in frame.columns
@@ -329,7 +371,7 @@ def table_html(df: pd.DataFrame, units: Mapping[str, str] | None = None,
         cells = []
         for column, value in zip(frame.columns, record):
             if numeric[column]:
-                text = format_number(value, (digits or {}).get(column))
+                text = format_number(value, decimals[column])
                 cells.append(f'<td class="iw-num">{html.escape(text)}</td>')
             else:
                 text = "–" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
