@@ -19,7 +19,7 @@ HOLDS, DIFFERS, NOT_COVERED = "holds", "differs", "not covered"
 @dataclass(frozen=True)
 class Claim:
     id: str
-    statement: str  # what the post says, in our words
+    statement: str  # what the post says, in our words: a template filled from the reference facts
     unit: str
     measure: Callable[[dict], float | None]  # a rig's view (see parts.*.rig_view) -> the measured value
     expected: Callable[[dict], tuple[float, float]]  # the published reference facts -> (low, high)
@@ -43,7 +43,7 @@ class Claim:
         return {
             "rig": view.get("rig"),
             "claim": self.id,
-            "statement": self.statement,
+            "statement": self.statement.format(**ref),
             "expected": f"{fmt_num(lo)} to {fmt_num(hi)} {self.unit}".strip(),
             "measured": None if verdict == NOT_COVERED else f"{fmt_num(value)} {self.unit}".strip(),
             "value": value if verdict != NOT_COVERED else math.nan,

@@ -39,6 +39,9 @@ DEFAULTS = {
 }
 
 
+KEEP_UP = 0.9  # the knee: the first offered rate at which less than this fraction is completed
+
+
 def rate_point_name(rate: float, relative: bool) -> str:
     return f"rate-x{rate:.3f}" if relative else f"rate-{rate:g}rps"
 
@@ -188,7 +191,7 @@ def rig_view(rig: str, data_dir=None, tables: dict | None = None) -> dict:
     rates = rates[rates["rig"] == rig]
     view: dict = {"rig": rig, "rates": rates}
     if len(rates):
-        view.update(analysis.knee(rates))
+        view.update(analysis.knee(rates, KEEP_UP))
     mem = t.get("memory", memory_table(data_dir))
     mem = mem[mem["rig"] == rig]
     if len(mem):
@@ -246,45 +249,50 @@ def reference_view(data_dir=None) -> dict:
     f["published_roofline_fraction"] = f["weight_stream_time"] / f["single_request_ms_per_token"]
     fit = load_reference(1, data_dir)["step_time_fit"].iloc[0]
     f["published_intercept_over_floor"] = fit["intercept_ms"] / f["weight_stream_time"]
+    f["published_crossover"] = fit["intercept_ms"] / fit["slope_ms_per_seq"]
+    f["keep_up_pct"] = 100 * KEEP_UP
     return f
 
 
 CLAIMS = [
-    Claim("knee", "The server stops keeping up (completes under 90% of what is offered) between rate 6 and 8 req/s.",
+    Claim("knee", "The server stops keeping up (completes under {keep_up_pct:.0f}% of what is offered) between rate "
+          "{knee_offered_rate_low:g} and {knee_offered_rate_high:g} req/s.",
           "req/s", lambda v: v.get("knee_rps"), between("knee_offered_rate_low", "knee_offered_rate_high"), 0.0,
           "the knee sits where the rig's decode ceiling is; a faster GPU moves it up in proportion"),
-    Claim("ceiling", "Flooded, it completes 7 to 8.5 requests a second, whatever the offered rate.", "req/s",
+    Claim("ceiling", "Flooded, it completes {knee_completed_rate_low:g} to {knee_completed_rate_high:g} requests a second, "
+          "whatever the offered rate.", "req/s",
           lambda v: v.get("ceiling_rps"), between("knee_completed_rate_low", "knee_completed_rate_high"), 0.05,
           "the ceiling is the rig's decode throughput over 128 tokens per request"),
-    Claim("serving-ceiling", "The server sustains about 1,090 output tokens a second under load.", "tok/s",
+    Claim("serving-ceiling", "The server sustains about {serving_ceiling_tok_s:,.0f} output tokens a second under load.", "tok/s",
           lambda v: v.get("ceiling_tok_s"), around("serving_ceiling_tok_s"), 0.05,
           "tokens per second scale with the rig's memory bandwidth and the model's bytes per step"),
     Claim("roofline", "A single stream's token time is essentially the time to stream the weights once "
-          "(floor over measured ITL, ~19 of ~20 ms).", "fraction",
+          "(floor over measured ITL, ~{weight_stream_time:g} of ~{single_request_ms_per_token:g} ms).", "fraction",
           lambda v: v.get("roofline_fraction"), around("published_roofline_fraction"), 0.10,
           "a faster weight stream leaves fixed per-step costs (launches, sampling, the hybrid layers' state) a "
           "larger share of the step"),
-    Claim("single-itl", "One request alone pays about 20 ms per token.", "ms",
+    Claim("single-itl", "One request alone pays about {single_request_ms_per_token:g} ms per token.", "ms",
           lambda v: v.get("single_itl_ms"), around("single_request_ms_per_token"), 0.10,
           "token time is the weight-stream time, which scales inversely with the rig's bandwidth"),
     Claim("intercept", "The fixed part of a decode step (the fit's intercept) matches the weight-stream floor.",
           "x floor", lambda v: v.get("intercept_over_floor"), around("published_intercept_over_floor"), 0.10,
           "the intercept also holds every per-step cost that is not weight traffic"),
-    Claim("crossover", "Per-sequence work overtakes the fixed stream near a batch of 64 (intercept over slope ~61).",
+    Claim("crossover", "Per-sequence work overtakes the fixed stream near a batch of {plateau_batch:g} "
+          "(intercept over slope ~{published_crossover:.0f}).",
           "seqs", lambda v: v.get("crossover"), around("plateau_batch"), 0.15,
           "the crossover is the ratio of the rig's fixed to per-sequence step cost"),
     Claim("decode-vs-serving", "Pure decode reaches about twice the throughput the server sustains under load "
           "(prefill takes the rest).", "x", lambda v: v.get("decode_over_serving"),
           around("published_decode_over_serving"), 0.20,
           "how much prefill takes depends on the prompt length and how prefill and decode share steps on the rig"),
-    Claim("running-flood", "Flooded, the running batch reaches about 145 of the 256 allowed.", "seqs",
+    Claim("running-flood", "Flooded, the running batch reaches about {running_batch_flood:g} of the {max_num_seqs:g} allowed.", "seqs",
           lambda v: v.get("running_flood"), around("running_batch_flood"), 0.15,
           "the running batch under a flood is set by how fast prefill admits requests against how fast they finish"),
-    Claim("cold-warm", "A cold server's first pass has a p99 TTFT about 200x that of the same pass warm.", "x",
+    Claim("cold-warm", "A cold server's first pass has a p99 TTFT about {cold_over_warm_ttft_p99:g}x that of the same pass warm.", "x",
           lambda v: v.get("cold_over_warm_p99"), around("cold_over_warm_ttft_p99"), 0.5,
           "the cold cost is compilation and kernel tuning at first use; caches from an earlier start shrink it"),
-    Claim("kv-discount", "The KV cache admits about 2.2x more max-length requests than tokens / length suggests "
-          "(only 8 of 32 layers grow a cache).", "x", lambda v: v.get("concurrency_discount"),
+    Claim("kv-discount", "The KV cache admits about {concurrency_discount:g}x more max-length requests than tokens / length "
+          "suggests (only {full_attention_layers:g} of {total_layers:g} layers grow a cache).", "x", lambda v: v.get("concurrency_discount"),
           around("concurrency_discount"), 0.10,
           "vLLM's own accounting of hybrid models' KV tokens changed between versions: the discount is in the log's "
           "arithmetic, not in the model"),

@@ -130,24 +130,27 @@ def reference_view(data_dir=None) -> dict:
     facts["published_itl_p50_ratio"] = v["itl_p50_ratio"]
     flood = p1[~p1["offered_rate_rps"].apply(math.isfinite)]
     facts["published_ceiling_vs_part1"] = v["ceiling_rps"] / float(flood["completed_rps"].iloc[0])
+    facts.update(mid_cap=MID_CAP, plateau_gain_pct=100 * PLATEAU_GAIN)
     return facts
 
 
 CLAIMS = [
-    Claim("cliff", "From one request at a time to a full batch, output throughput rises about 22x.", "x",
+    Claim("cliff", "From one request at a time to a full batch, output throughput rises about {batching_lift:g}x.", "x",
           lambda v: v.get("cliff_ratio"), around("batching_lift"), 0.10,
           "the height of the cliff is single-stream speed against the batched ceiling: a faster weight stream "
           "(more HBM bandwidth) or a cheaper per-sequence step moves both ends differently"),
-    Claim("lift-1-64", "Most of the lift comes by cap 64 (about 21x).", "x",
+    Claim("lift-1-64", "Most of the lift comes by cap {mid_cap} (about {lift_cap1_to_cap64:g}x).", "x",
           lambda v: v.get("lift_1_to_64"), around("lift_cap1_to_cap64"), 0.10,
           "where the plateau starts depends on the ratio of the fixed weight stream to the per-sequence cost"),
-    Claim("flat-64-256", "From cap 64 to 256 throughput grows by under 4%.", "%",
+    Claim("flat-64-256", "From cap {mid_cap} to the top cap throughput grows by under {gain_cap64_to_cap256_max:g}%.", "%",
           lambda v: v.get("gain_64_to_256_pct"), lambda r: (-r["gain_cap64_to_cap256_max"], r["gain_cap64_to_cap256_max"]), 0.0,
           "on a rig with a larger fixed cost per step relative to the per-sequence cost the batch keeps paying past 64"),
-    Claim("plateau", "The plateau starts near a batch of 64 (less than 5% more per doubling of the cap after it).",
+    Claim("plateau", "The plateau starts near a batch of {plateau_batch:g} (less than {plateau_gain_pct:g}% more per doubling "
+          "of the cap after it).",
           "seqs", lambda v: v.get("plateau_cap"), around("plateau_batch"), 0.0,
           "the plateau is where per-sequence work overtakes the shared weight read, which moves with the rig"),
-    Claim("per-seq", "At the plateau each sequence costs about 0.9 ms per token (step time over running batch).",
+    Claim("per-seq", "At the plateau each sequence costs about {per_seq_ms_per_token:g} ms per token (step time over running "
+          "batch).",
           "ms", lambda v: v.get("per_seq_ms_top"), around("per_seq_ms_per_token"), 0.10,
           "per-sequence cost scales with the rig's speed: a faster GPU spends less time per sequence"),
     Claim("smoothness", "A full batch makes each stream choppier: median ITL at the top cap is several times that at cap 1.",
@@ -156,7 +159,7 @@ CLAIMS = [
     Claim("consistency", "The flood ceiling here matches part 1's flood ceiling on the same rig.", "x",
           lambda v: v.get("ceiling_vs_part1"), around("published_ceiling_vs_part1"), 0.10,
           "the two parts ran on different server starts; a difference beyond 10% would mean one of them is not steady"),
-    Claim("small-cliff", "A 0.5B model's cliff is steeper, about 49x.", "x",
+    Claim("small-cliff", "A {small_model_params:g}B model's cliff is steeper, about {small_model_batching_lift:g}x.", "x",
           lambda v: v.get("small_cliff_ratio"), around("small_model_batching_lift"), 0.20,
           "the small model's cliff depends on how far its tiny weight stream can be amortised on this rig"),
 ]

@@ -1,0 +1,179 @@
+"""The engine's pure parts: names and errors, the data layout, manifests, plans, analysis, claims."""
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from inference_wall import analysis, store
+from inference_wall.claims import DIFFERS, HOLDS, NOT_COVERED, Claim, around, evaluate
+from inference_wall.errors import UserError
+from inference_wall.parts import p01, p03, parameters, plan
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "inference_wall", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["check-args", "--part", "7", "--rig", "x"], "valid parts: 1 (01-hit-the-wall), 3 (03-batching-cliff)"),
+    (["check-args", "--part", "3", "--rig", "My Rig"], "bad rig name 'My Rig'"),
+    (["plan", "--part", "3", "--rig", "x", "--set", "capz=[1]"], "unknown parameter(s) ['capz']"),
+    (["plan", "--part", "3", "--rig", "x", "--set", "caps=[1"], "is not JSON"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    res = run_cli(*args)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert needle in lines[0]
+
+
+@pytest.mark.parametrize("part, rig, needle", [("9", "x", "valid parts"), ("3", "Bad_Rig", "bad rig name"),
+                                               ("", "x", "unknown part ''")])
+def test_make_reproduce_rejects_bad_part_or_rig(part, rig, needle):
+    res = subprocess.run(["make", "-s", "reproduce", f"PART={part}", f"RIG={rig}", f"PYTHON={sys.executable}"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode != 0
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and needle in errors[0], res.stderr
+
+
+def test_unknown_point_names_the_valid_ones(tmp_path):
+    from inference_wall import parts
+
+    with pytest.raises(UserError, match="valid: mns-001"):
+        parts.run(3, "cpu-tiny", tmp_path, points=["mns-999"], python=sys.executable)
+
+
+def test_manifest_write_is_atomic_and_leaves_no_temp_files(tmp_path):
+    target = tmp_path / "p" / "manifest.json"
+    store.write_json_atomic(target, {"status": "complete"})
+
+    circular = {"status": "failed"}
+    circular["self"] = circular  # json.dump fails half-way through writing
+    with pytest.raises(ValueError):
+        store.write_json_atomic(target, circular)
+    assert json.loads(target.read_text())["status"] == "complete"
+    assert [p.name for p in target.parent.iterdir()] == ["manifest.json"]
+
+
+def test_complete_points_are_never_overwritten(tmp_path):
+    point = tmp_path / "runs" / "03-batching-cliff" / "r" / "mns-001"
+    store.fresh_point_dir(point)
+    (point / "bench.json").write_text("{}")
+    store.write_json_atomic(point / "manifest.json", {"status": "complete"})
+    with pytest.raises(RuntimeError, match="refusing to overwrite"):
+        store.fresh_point_dir(point)
+    assert (point / "bench.json").exists()
+
+
+def test_incomplete_and_failed_points_are_redone(tmp_path):
+    point = tmp_path / "pt"
+    point.mkdir()
+    (point / "stale.json").write_text("{}")
+    store.write_json_atomic(point / "manifest.json", {"status": "failed"})
+    store.fresh_point_dir(point)
+    assert list(point.iterdir()) == []
+
+
+def test_compress_large_keeps_small_files_and_reads_back_gz(tmp_path):
+    big = "x" * (store.COMPRESS_OVER_BYTES + 10)
+    (tmp_path / "server.log").write_text(big)
+    (tmp_path / "small.json").write_text("{}")
+    store.compress_large(tmp_path)
+    assert (tmp_path / "server.log.gz").exists() and not (tmp_path / "server.log").exists()
+    assert store.read_artefact(tmp_path, "server.log") == big
+    assert store.read_artefact(tmp_path, "small.json") == "{}"
+
+
+def test_log_epoch_picks_the_year_nearest_the_manifest_clock():
+    import datetime as dt
+
+    near = dt.datetime(2027, 1, 1, 0, 0, 30, tzinfo=dt.timezone.utc).timestamp()
+    assert store.log_epoch("12-31 23:59:50", near) == near - 40
+
+
+def test_part3_plan_one_server_per_cap_and_same_seed():
+    plans = plan(3, "any-rig", overrides={"caps": [1, 4, 16]})
+    assert [p.name for p in plans] == ["mns-001", "mns-004", "mns-016"]
+    assert len({p.session for p in plans}) == 3
+    assert {p.passes[0].spec.seed for p in plans} == {0}
+    assert [p.passes[0].spec.num_prompts for p in plans] == [p03.prompts_for_cap(c, p03.DEFAULTS) for c in (1, 4, 16)]
+
+
+def test_part1_plan_one_session_fresh_seed_per_pass():
+    plans = plan(1, "any-rig")
+    assert len({p.session for p in plans}) == 1
+    assert plans[0].name == "cold-warm" and plans[0].cold_start
+    seeds = [ps.spec.seed for p in plans for ps in p.passes]
+    assert len(seeds) == len(set(seeds))
+    assert [p.name for p in plans].index("flood") < min(i for i, p in enumerate(plans) if p.name.startswith("rate-"))
+
+
+def test_relative_rates_resolve_against_the_flood(tmp_path):
+    flood = tmp_path / "flood"
+    flood.mkdir()
+    (flood / "bench.json").write_text(json.dumps({"request_throughput": 10.0}))
+    pt = next(p for p in plan(1, "any-rig") if p.name.startswith("rate-x0.500"))
+
+    class Ctx:
+        rig_dir = tmp_path
+
+    pt.resolve(pt, Ctx)
+    assert pt.params["offered_rate_rps"] == 5.0
+    assert pt.passes[0].spec.request_rate == 5.0
+
+
+def test_rig_profile_overrides_part_parameters():
+    params = parameters(3, "cpu-tiny")
+    assert params["caps"] == json.loads((ROOT / "data/rigs/cpu-tiny.json").read_text())["overrides"][p03.NAME]["caps"]
+
+
+def test_linear_fit_recovers_a_line_within_its_interval():
+    rng = np.random.default_rng(1)
+    x = np.array([1, 8, 16, 32, 64, 128, 256], float)
+    a, b = 3.0, 0.05
+    y = a + b * x + rng.normal(0, 0.05, len(x))
+    fit = analysis.linear_fit(x, y)
+    assert fit.intercept_ci[0] < a < fit.intercept_ci[1]
+    assert fit.slope_ci[0] < b < fit.slope_ci[1]
+    assert fit.crossover == pytest.approx(fit.intercept / fit.slope)
+
+
+def test_knee_and_plateau_on_synthetic_curves():
+    rates = pd.DataFrame({"offered_rate_rps": [1, 2, 4, 8, math.inf], "completed_rps": [1, 2, 3.9, 5, 5.2],
+                          "output_tok_s": [1, 2, 3, 4, 5]})
+    k = analysis.knee(rates)
+    assert (k["knee_rps"], k["last_kept_up_rps"], k["ceiling_rps"]) == (8, 4, 5.2)
+    sweep = pd.DataFrame({"max_num_seqs": [1, 4, 16, 64], "output_tok_s": [10, 40, 100, 104]})
+    assert analysis.plateau_cap(sweep, 0.05) == 16
+    assert math.isnan(analysis.plateau_cap(sweep.iloc[:3], 0.05))
+    assert analysis.cliff_ratio(sweep) == pytest.approx(10.4)
+
+
+def test_claim_verdicts():
+    c = Claim("x", "s", "u", lambda v: v.get("x"), around("k"), 0.1)
+    ref = {"k": 10.0}
+    rows = evaluate([c], {"a": {"rig": "a", "x": 10.5}, "b": {"rig": "b", "x": 20.0}, "c": {"rig": "c"}}, ref)
+    assert list(rows["verdict"]) == [HOLDS, DIFFERS, NOT_COVERED]
+
+
+def test_published_data_satisfies_every_claim_it_covers():
+    facts1 = p01.reference_view()
+    v1 = p01.rig_view("a10g-published")
+    c1 = evaluate(p01.CLAIMS, {"a10g-published": v1}, facts1)
+    assert (c1["verdict"] == HOLDS).all(), c1[c1["verdict"] != HOLDS]
+    table = p03.sweep_table()
+    facts3 = p03.reference_view()
+    c3 = evaluate(p03.CLAIMS, {"a10g-published": p03.rig_view(table, "a10g-published", facts3, v1)}, facts3)
+    covered = c3[c3["verdict"] != NOT_COVERED]
+    assert len(covered) >= 6 and (covered["verdict"] == HOLDS).all(), covered
