@@ -202,7 +202,10 @@ def save(chart: alt.TopLevelMixin, name: str, out_dir: Path | None = None,
     Files whose bytes are unchanged are not rewritten. Returns {"png": path, "svg": path}."""
     if not _SAFE_NAME.match(name):
         raise ValueError(f"figure name {name!r}: use lower-case letters, digits, '.', '_' and '-'")
-    import vl_convert as vlc
+    try:
+        import vl_convert as vlc
+    except ImportError:  # a GPU host that runs a part in run mode need not carry vl-convert (33 MB)
+        return {}
 
     out = Path(out_dir) if out_dir is not None else figures_dir()
     out.mkdir(parents=True, exist_ok=True)
@@ -253,7 +256,7 @@ def show(chart: alt.TopLevelMixin, name: str, out_dir: Path | None = None,
 
     paths = save(chart, name, out_dir)
     display(chart)
-    if links:
+    if links and paths:
         display(HTML(download_links_html(paths)))
 
 
@@ -389,3 +392,14 @@ def table(df: pd.DataFrame, **kwargs):
     from IPython.display import HTML
 
     return HTML(table_html(df, **kwargs))
+
+
+def glue_number(name: str, value) -> None:
+    """Glue a number for the page's prose ({glue:text}`name:fmt`) as a plain float (numpy scalars
+    warn in the book build). Outside a book build without myst-nb (a GPU host in run mode) it does
+    nothing: the prose is rendered by the book, not by the run."""
+    try:
+        from myst_nb import glue
+    except ImportError:
+        return
+    glue(name, float(value), display=False)

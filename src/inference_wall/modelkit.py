@@ -8,6 +8,11 @@ live). ``prepare_model(preset, dest)`` turns it into a folder that ``vllm serve 
 and a WordLevel tokenizer over the full vocabulary in which every ordinary id is a distinct
 whitespace-separated word. Decoding any ids and encoding the text again gives back the same
 ids, so ``vllm bench serve``'s random prompts have exactly the asked number of tokens.
+
+The tokenizer lives in its own folder, ``DEST/tokenizer`` (pass it as ``--tokenizer``), without
+a config.json beside it: transformers 5 picks the tokenizer class from the model type in
+config.json, and for qwen2 and qwen3_5 it would load its byte-level Qwen2Tokenizer over our
+vocabulary, which neither decodes to whitespace-separated words nor round-trips.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 # Files of a preset folder that describe the preset rather than the model.
 PRESET_ONLY_FILES = {"preset.json", "special_tokens.json"}
 STAMP = ".modelkit.json"
+TOKENIZER_SUBDIR = "tokenizer"
 # Bump when the written tokenizer changes, so that prepared folders are rewritten.
 TOKENIZER_FORMAT = 1
 
@@ -64,14 +70,14 @@ def preset_dir(preset: str, data_dir: str | os.PathLike | None = None) -> Path:
 
 
 def read_preset(preset: str, data_dir: str | os.PathLike | None = None) -> dict:
-    """The preset's preset.json (``hub_id`` at least)."""
+    """The preset's preset.json: ``hub_id`` is the checkpoint's hub id, or null if none."""
     path = preset_dir(preset, data_dir) / "preset.json"
     try:
         meta = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise UserError(f"{path}: cannot read the preset description: {e}") from None
-    if not isinstance(meta.get("hub_id"), str):
-        raise UserError(f"{path}: needs a string 'hub_id'")
+    if not isinstance(meta, dict) or not isinstance(meta.get("hub_id", ""), (str, type(None))):
+        raise UserError(f"{path}: needs an object with 'hub_id' (a string, or null)")
     return meta
 
 
@@ -138,6 +144,9 @@ def tokenizer_config(config: dict, special: dict[int, str]) -> dict:
         "eos_token": token("eos_token_id"),
         "pad_token": token("pad_token_id") or token("eos_token_id"),
         "unk_token": special[min(special)] if special else None,
+        # Listed so that `vllm bench serve` keeps them out of random prompts, as it does with
+        # the real tokenizers' special tokens.
+        "additional_special_tokens": [tok for _, tok in sorted(special.items())] or None,
     }
     return {k: v for k, v in out.items() if v is not None}
 
@@ -168,20 +177,23 @@ def prepare_model(
     src = preset_dir(preset, data_dir)
     meta = read_preset(preset, data_dir)
     if source == "hub":
-        hub_id = meta["hub_id"]
+        hub_id = meta.get("hub_id")
+        if not hub_id:
+            raise UserError(f"model preset {preset!r} has no hub checkpoint; use source 'dummy'")
         return ModelSpec(preset, "hub", hub_id, hub_id, "auto", preset)
     if source != "dummy":
         raise UserError(f"unknown model source {source!r}; valid sources: dummy, hub")
 
     dest = Path(dest)
     digest = _inputs_digest(src)
-    spec = ModelSpec(preset, "dummy", str(dest), str(dest), "dummy", preset)
+    tok_dir = dest / TOKENIZER_SUBDIR
+    spec = ModelSpec(preset, "dummy", str(dest), str(tok_dir), "dummy", preset)
     stamp_path = dest / STAMP
     old = _read_stamp(stamp_path)
     if old.get("preset") == preset and old.get("inputs_sha256") == digest:
         return spec
 
-    dest.mkdir(parents=True, exist_ok=True)
+    tok_dir.mkdir(parents=True, exist_ok=True)
     stamp_path.unlink(missing_ok=True)  # the folder is incomplete until the stamp is back
     for name in old.get("files", []):  # what an earlier, different preparation wrote
         (dest / name).unlink(missing_ok=True)
@@ -194,11 +206,11 @@ def prepare_model(
     config = json.loads((src / "config.json").read_text())
     special = read_special_tokens(src)
     vocab_size = text_config(config)["vocab_size"]
-    _write_atomic(dest / "tokenizer.json", tokenizer_json(vocab_size, special))
+    _write_atomic(tok_dir / "tokenizer.json", tokenizer_json(vocab_size, special))
     _write_atomic(
-        dest / "tokenizer_config.json", json.dumps(tokenizer_config(config, special), indent=1)
+        tok_dir / "tokenizer_config.json", json.dumps(tokenizer_config(config, special), indent=1)
     )
-    written += ["tokenizer.json", "tokenizer_config.json"]
+    written += [f"{TOKENIZER_SUBDIR}/tokenizer.json", f"{TOKENIZER_SUBDIR}/tokenizer_config.json"]
     stamp = {"preset": preset, "inputs_sha256": digest, "files": written}
     _write_atomic(stamp_path, json.dumps(stamp, indent=1))
     return spec

@@ -67,6 +67,7 @@ def _run(cmd: list[str], timeout: float = 60) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
+ENV_PREFIXES = ("VLLM_", "TRITON_", "TORCH", "WALL_", "HF_", "TRANSFORMERS_", "NCCL_", "OMP_")
 NVIDIA_FIELDS = ["name", "memory.total", "driver_version", "clocks.max.sm", "clocks.max.memory", "power.limit"]
 
 # Runs under the vLLM interpreter: versions, and on CUDA a large device-to-device copy timed with events.
@@ -115,6 +116,10 @@ def capture(python: str, bandwidth: bool = True, env: dict | None = None) -> dic
                   "cpu_count": os.cpu_count(),
                   # vLLM stamps its log in local time without a year: this maps stamps to epoch seconds
                   "utc_offset_s": -(time.altzone if time.daylight and time.localtime().tm_isdst else time.timezone)}
+    # The environment that shapes a run beyond the command line (rig profiles add to it; a host's own
+    # wrapper may set more, e.g. a Triton autotune cache): recorded, so a deviation is never invisible.
+    info["environment"] = {k: v for k, v in sorted(os.environ.items())
+                           if k.startswith(ENV_PREFIXES) or k in ("PYTHONPATH", "CUDA_VISIBLE_DEVICES")}
     if shutil.which("nvidia-smi"):
         out = _run(["nvidia-smi", f"--query-gpu={','.join(NVIDIA_FIELDS)}", "--format=csv,noheader"])
         if out:

@@ -233,7 +233,10 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
 
 
 def model_serve_args(model: ModelSpec) -> list[str]:
-    return ["--load-format", "dummy"] if model.load_format == "dummy" else []
+    """Dummy weights, and the synthetic tokenizer that lives beside the shapes (see modelkit)."""
+    if model.load_format == "dummy":
+        return ["--load-format", "dummy", "--tokenizer", model.tokenizer]
+    return []
 
 
 def _snapshot(server: VllmServer, path: Path) -> None:
