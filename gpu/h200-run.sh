@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# On the offline H200 host, after the staged vLLM is installed (../shared/gpu/README.md):
+# set the environment, run `make reproduce` for each part with a shared time budget, and pack
+# what came out into $OUT (at most 8 files come back: one archive of the raw runs, the autotune
+# cache, the logs).
+#
+#   bash gpu/h200-run.sh "3 1" 8      # parts 3 then 1, stop starting new points after ~8 minutes
+set -uo pipefail
+PARTS=${1:?parts, e.g. "3 1"}
+BUDGET_MIN=${2:?budget in minutes}
+OUT=${OUT:-/tmp/h200-out}
+mkdir -p "$OUT"
+ls /opt/wallsite/.installed-* >/dev/null 2>&1 || { echo "COLD: the staged vLLM is not installed on this host"; exit 3; }
+end=$(( $(date +%s) + BUDGET_MIN * 60 ))
+
+# Tuning results of the Gated DeltaNet prefill kernels persist across server starts (and, carried in
+# gpu/cache/autotune.tar, across hosts): see gpu/NOTES-autotune.md. Kernels and configs are unchanged.
+W=/opt/wallcache
+mkdir -p "$W/autotune"
+export PYTHONPATH=$PWD/gpu/triton_autotune_cache:/opt/wallsite
+export WALL_AUTOTUNE_DIR=$W/autotune WALL_AUTOTUNE_LOG=$W/autotune.log
+export TRITON_CACHE_DIR=$W/triton VLLM_CACHE_ROOT=$W/vllm
+[ -f gpu/cache/autotune.tar ] && tar -C "$W/autotune" -xf gpu/cache/autotune.tar
+
+status=0
+for part in $PARTS; do
+  left=$(( (end - $(date +%s)) / 60 ))
+  [ "$left" -ge 2 ] || { echo "h200-run: no time left for part $part"; break; }
+  echo "h200-run: part $part, budget $left min"
+  make reproduce PART="$part" RIG=h200 PYTHON=python3 ARGS="--budget-min $left" 2>&1 | tee -a "$OUT/reproduce.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+done
+tar -C "$W/autotune" -cf "$OUT/autotune.tar" .
+cp "$W/autotune.log" "$OUT/" 2>/dev/null
+tar -czf "$OUT/runs.tgz" data/runs/*/h200 2>/dev/null
+du -sh "$W"/* 2>/dev/null
+exit $status
