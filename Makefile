@@ -49,8 +49,8 @@ test-fast: $(STAMP)
 
 reproduce:
 	@if [ "$(PYTHON)" = "$(VENV_PY)" ]; then $(MAKE) -s setup; fi
-	@PYTHONPATH=src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall check-args --part "$(PART)" --rig "$(RIG)" >/dev/null
-	PYTHONPATH=src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall reproduce --part "$(PART)" --rig "$(RIG)" $(ARGS)
+	@PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall check-args --part "$(PART)" --rig "$(RIG)" >/dev/null
+	PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall reproduce --part "$(PART)" --rig "$(RIG)" $(ARGS)
 
 bench: $(STAMP)
 	$(VENV_PY) scripts/bench.py

@@ -179,6 +179,8 @@ _STARTUP_PATTERNS: dict[str, re.Pattern[str]] = {
     # "Available KV cache memory: 115.1 GiB" (format_gib, 0.2x); "...: 115.10 GiB" (%.2f); an optional
     # parenthesised breakdown may follow (some builds).
     "kv_cache_memory": re.compile(r"Available KV cache memory: (-?" + _NUM[1:-1] + r") (GiB|GB)"),
+    # The CPU build with --kv-cache-memory-bytes (0.32.0): "Explicitly set (0.25/20.21) GiB for KV cache on node 0."
+    "kv_cache_memory_cpu": re.compile(r"Explicitly set \(" + _NUM + r"/[\d.]+\) GiB for KV cache"),
     # "GPU KV cache size: 3,744,989 tokens"; the CPU build prints "CPU KV cache size"; newer builds may
     # print the concurrency on the same line (", Maximum concurrency for ...").
     "kv_cache_size": re.compile(r"\b([A-Z]{2,5}) KV cache size: " + _NUM + r" tokens"),
@@ -197,7 +199,7 @@ _STARTUP_PATTERNS: dict[str, re.Pattern[str]] = {
     "max_model_len": re.compile(r"Using max model len " + _NUM),
 }
 
-_STARTUP_KEYWORDS = ("took", "takes", "KV cache", "version", "concurrency", "max model len")
+_STARTUP_KEYWORDS = ("took", "takes", "KV cache", "version", "concurrency", "max model len")  # cheap pre-filter
 _HEALTHY_MARKERS = ("Application startup complete", "Starting vLLM server on", "Starting vLLM API server")
 
 _WHERE_TO_LOOK = {
@@ -298,7 +300,7 @@ def _startup_line(r: StartupReport, msg: str) -> None:
         r.weights_gib, r.model_load_s = _num(m[1]), _num(m[3])
     if r.weights_gib is None and (m := p["model_weights"].search(msg)):
         r.weights_gib = _num(m[1])
-    if r.kv_cache_gib is None and (m := p["kv_cache_memory"].search(msg)):
+    if r.kv_cache_gib is None and (m := p["kv_cache_memory"].search(msg) or p["kv_cache_memory_cpu"].search(msg)):
         r.kv_cache_gib = _num(m[1])
     if r.kv_cache_tokens is None and (m := p["kv_cache_size"].search(msg)):
         r.kv_cache_device, r.kv_cache_tokens = m[1], int(_num(m[2]))
@@ -366,7 +368,7 @@ def _pct(s: str | None) -> float:
 def parse_stats(text: str, path: str | Path | None = None) -> pd.DataFrame:
     """One row per periodic stats line ("Avg prompt throughput: ..."), columns STATS_COLUMNS.
 
-    vLLM prints the line every 10 s (VLLM_LOG_STATS_INTERVAL) and only while the engine is not
+    vLLM prints the line every VLLM_LOG_STATS_INTERVAL seconds (10 by default) and only while it is not
     idle, so rows are a sample of the engine state, not a trace. The throughputs are averages
     over the interval before the line; running/waiting/KV usage are the state at the last step.
     A log that is cut short is parsed as far as it goes; a stats line whose numbers do not parse
@@ -457,8 +459,10 @@ ITERATION_COLUMNS = [
 # present in 0.22.1's config dump), e.g.
 #   Iteration(7): 2 context requests, 7957 context tokens, 43 generation requests,
 #   43 generation tokens, iteration elapsed time: 1125.94 ms
-# Variants: a " (dummy)" suffix for DP dummy steps; a variant logged from loggers.py with an
-# "Engine 000: " prefix and a trailing ", GPU KV cache usage: K%".
+# Variants: a " (dummy)" suffix for DP dummy steps; 0.32.0 logs it from the API server
+# (loggers.py:199) with an "Engine 000: " prefix and a trailing ", CPU KV cache usage: 0.4%"
+# (GPU on the CUDA build). In 0.32.0 the lines reach the log in bursts, so many steps share one
+# timestamp: order steps by `iteration`, time them by `elapsed_ms`, not by `t_s`.
 _ITERATION = re.compile(
     r"(?:Engine (?P<engine>\d+): )?Iteration\((?P<iteration>\d+)\): "
     r"(?P<ctx_reqs>\d+) context requests?, (?P<ctx_tokens>\d+) context tokens?, "
@@ -530,7 +534,8 @@ REQUEST_COLUMNS = [
     "ttft_ms",
     "itl_mean_ms",
     "itl_ms",  # list of inter-token latencies, ms
-    "e2el_ms",  # ttft + sum(itl): how vLLM's bench defines latency
+    "e2el_ms",  # the bench's `latencies` where saved (0.3x), else ttft + sum(itl)
+    "queue_ms",  # the bench's `queue_times` where saved (0.3x), else NaN
     "ok",  # no error recorded
     "error",
 ]
@@ -640,18 +645,21 @@ def _bench_requests(raw: dict[str, Any], path: str | Path | None) -> pd.DataFram
     if not isinstance(raw.get("ttfts"), list):
         return None
     n = len(raw["ttfts"])
-    arrays = {k: raw.get(k) for k in ("input_lens", "output_lens", "ttfts", "itls", "errors", "start_times")}
+    arrays = {
+        k: raw.get(k)
+        for k in ("input_lens", "output_lens", "ttfts", "itls", "errors", "start_times", "latencies", "queue_times")
+    }
     for key, value in arrays.items():
         if value is not None and (not isinstance(value, list) or len(value) != n):
             raise LogParseError(path, None, f"detailed array '{key}' has {len(value) if isinstance(value, list) else 'no'} entries, ttfts has {n}")
     itls = arrays["itls"] or [[] for _ in range(n)]
     errors = arrays["errors"] or ["" for _ in range(n)]
-    starts = arrays["start_times"]
+    starts, latencies, queues = arrays["start_times"], arrays["latencies"], arrays["queue_times"]
     first = min((s for s in starts if s is not None), default=math.nan) if starts else math.nan
     rows = []
     for i in range(n):
         itl_ms = [1000.0 * x for x in (itls[i] or [])]
-        ttft_ms = 1000.0 * raw["ttfts"][i] if raw["ttfts"][i] is not None else math.nan
+        ttft_ms = _ms(raw["ttfts"][i])
         rows.append(
             {
                 "request": i,
@@ -661,13 +669,20 @@ def _bench_requests(raw: dict[str, Any], path: str | Path | None) -> pd.DataFram
                 "ttft_ms": ttft_ms,
                 "itl_mean_ms": float(np.mean(itl_ms)) if itl_ms else math.nan,
                 "itl_ms": itl_ms,
-                "e2el_ms": ttft_ms + sum(itl_ms),
+                "e2el_ms": _ms(latencies[i]) if latencies else ttft_ms + sum(itl_ms),
+                "queue_ms": _ms(queues[i]) if queues else math.nan,
                 "ok": not errors[i],
                 "error": errors[i] or "",
             }
         )
     frame = pd.DataFrame(rows, columns=REQUEST_COLUMNS)
-    return frame.astype({"input_len": "Int64", "output_len": "Int64", "start_s": float, "ttft_ms": float})
+    return frame.astype(
+        {"input_len": "Int64", "output_len": "Int64", "start_s": float, "ttft_ms": float, "e2el_ms": float, "queue_ms": float}
+    )
+
+
+def _ms(seconds: Any) -> float:
+    return 1000.0 * float(seconds) if isinstance(seconds, (int, float)) else math.nan
 
 
 # ---------------------------------------------------------------------------------------------
@@ -698,14 +713,15 @@ def iter_metric_samples(text: str, path: str | Path | None = None) -> Iterator[t
 def parse_metrics(text: str, path: str | Path | None = None) -> dict[str, float]:
     """Prometheus /metrics text -> {metric name: value summed over its label sets}.
 
-    Histogram buckets (`*_bucket`) are left out (a sum over `le` means nothing); a histogram's
+    Histogram buckets (`*_bucket`) and prometheus_client's `*_created` timestamps are left out
+    (a sum over `le`, or of creation times, means nothing); a histogram's
     `*_sum` and `*_count` are ordinary entries (see `histogram_sum_count`). Counters appear under
     their sample names (e.g. `vllm:num_preemptions_total`). Snapshots taken before and after a
     pass subtract with `metrics_delta`.
     """
     out: dict[str, float] = {}
     for name, _labels, value in iter_metric_samples(text, path):
-        if name.endswith("_bucket"):
+        if name.endswith(("_bucket", "_created")):
             continue
         out[name] = out.get(name, 0.0) + value
     return out
