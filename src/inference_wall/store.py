@@ -121,10 +121,10 @@ def open_artefact(point: Path, name: str) -> Path:
 
 def read_text(path: Path) -> str:
     path = Path(path)
-    if path.suffix == ".gz":
-        with gzip.open(path, "rt", errors="replace") as f:
-            return f.read()
-    return path.read_text(errors="replace")
+    # newline="": keep progress bars' carriage returns, so line numbers match `grep -n` (see logs.read_log)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", errors="replace", newline="") as f:
+        return f.read()
 
 
 def read_artefact(point: Path, name: str) -> str:

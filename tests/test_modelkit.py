@@ -1,0 +1,132 @@
+"""The model kit: presets, prepared folders, and a synthetic tokenizer that round-trips exactly."""
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+from inference_wall import modelkit
+from inference_wall.errors import UserError
+
+PRESETS = modelkit.list_presets()
+
+
+def test_the_book_presets_exist():
+    assert {"qwen3.5-4b", "qwen2.5-0.5b", "tiny-dense"} <= set(PRESETS)
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    return {p: modelkit.prepare_model(p, root / p) for p in PRESETS}
+
+
+def load(spec: modelkit.ModelSpec) -> Tokenizer:
+    return Tokenizer.from_file(f"{spec.tokenizer}/tokenizer.json")
+
+
+def vocab_size(preset: str) -> int:
+    config = json.loads((modelkit.preset_dir(preset) / "config.json").read_text())
+    return modelkit.text_config(config)["vocab_size"]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_random_ids_round_trip_with_their_length(prepared, preset):
+    tok = load(prepared[preset])
+    n = vocab_size(preset)
+    assert tok.get_vocab_size() == n
+    special = set(modelkit.read_special_tokens(modelkit.preset_dir(preset)))
+    rng = random.Random(preset)
+    # Both ends of the vocabulary, the special ids, and a random sample of the rest.
+    ids = [0, 1, n - 2, n - 1, *special, *(rng.randrange(n) for _ in range(2000))]
+    rng.shuffle(ids)
+    text = tok.decode(ids, skip_special_tokens=False)
+    assert tok.encode(text, add_special_tokens=False).ids == ids
+    for length in (1, 32, 257):
+        sample = [rng.randrange(n) for _ in range(length)]
+        again = tok.encode(tok.decode(sample, skip_special_tokens=False), add_special_tokens=False)
+        assert len(again.ids) == length and again.ids == sample
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_special_tokens_are_special(prepared, preset):
+    tok = load(prepared[preset])
+    special = modelkit.read_special_tokens(modelkit.preset_dir(preset))
+    assert special, f"{preset} lists no special tokens"
+    for token_id, content in special.items():
+        assert tok.token_to_id(content) == token_id
+    some_id, content = min(special.items())
+    ordinary = 5
+    ids = tok.encode(f"t{ordinary} {content} t{ordinary}", add_special_tokens=False).ids
+    assert ids == [ordinary, some_id, ordinary]
+    # Decoding may drop them, as a detokenizer does, leaving the ordinary words.
+    assert tok.decode(ids, skip_special_tokens=True).split() == [f"t{ordinary}"] * 2
+    config = json.loads((Path(prepared[preset].tokenizer) / "tokenizer_config.json").read_text())
+    assert set(config["additional_special_tokens"]) == set(special.values())
+    assert config["eos_token"] in special.values()
+
+
+def test_prepared_folder_holds_the_shapes_and_a_separate_tokenizer(prepared, tmp_path):
+    spec = prepared["qwen3.5-4b"]
+    assert spec.load_format == "dummy" and spec.source == "dummy" and spec.served_name == "qwen3.5-4b"
+    model = Path(spec.model)
+    assert json.loads((model / "config.json").read_text()) == json.loads(
+        (modelkit.preset_dir("qwen3.5-4b") / "config.json").read_text()
+    )
+    assert (model / "generation_config.json").is_file()
+    # Nothing that describes the preset rather than the model, and no tokenizer beside
+    # config.json (transformers would pick a byte-level class for it from the model type).
+    assert not (model / "preset.json").exists() and not (model / "tokenizer.json").exists()
+    assert not (Path(spec.tokenizer) / "config.json").exists()
+
+
+def test_prepare_is_idempotent_and_fast(prepared):
+    spec = prepared["qwen3.5-4b"]
+    tokenizer = Path(spec.tokenizer) / "tokenizer.json"
+    before = tokenizer.stat().st_mtime_ns
+    start = time.perf_counter()
+    again = modelkit.prepare_model("qwen3.5-4b", spec.model)
+    assert time.perf_counter() - start < 1.0
+    assert again == spec and tokenizer.stat().st_mtime_ns == before
+
+
+def test_prepare_over_another_preset_removes_its_files(tmp_path):
+    modelkit.prepare_model("qwen3.5-4b", tmp_path / "m")
+    assert (tmp_path / "m" / "preprocessor_config.json").exists()
+    spec = modelkit.prepare_model("tiny-dense", tmp_path / "m")
+    assert not (tmp_path / "m" / "preprocessor_config.json").exists()
+    assert load(spec).get_vocab_size() == vocab_size("tiny-dense")
+
+
+def test_hub_source_gives_the_hub_id(tmp_path):
+    spec = modelkit.prepare_model("qwen3.5-4b", tmp_path / "unused", source="hub")
+    assert (spec.model, spec.tokenizer, spec.load_format) == ("Qwen/Qwen3.5-4B", "Qwen/Qwen3.5-4B", "auto")
+    assert modelkit.prepare_model("qwen2.5-0.5b", tmp_path, source="hub").model == "Qwen/Qwen2.5-0.5B"
+    assert not (tmp_path / "unused").exists()
+    with pytest.raises(UserError, match="no hub checkpoint"):
+        modelkit.prepare_model("tiny-dense", tmp_path, source="hub")
+
+
+def test_unknown_preset_is_a_one_line_error_listing_the_valid_ones(tmp_path):
+    with pytest.raises(UserError) as err:
+        modelkit.prepare_model("qwen9-1t", tmp_path)
+    message = str(err.value)
+    assert "\n" not in message and "qwen9-1t" in message
+    assert all(p in message for p in PRESETS)
+
+
+def test_presets_come_from_the_data_dir_given(tmp_path):
+    assert modelkit.list_presets(tmp_path) == []
+    with pytest.raises(UserError, match="none found"):
+        modelkit.prepare_model("tiny-dense", tmp_path / "m", data_dir=tmp_path)
+    (tmp_path / "models" / "mini").mkdir(parents=True)
+    (tmp_path / "models" / "mini" / "config.json").write_text(json.dumps({"vocab_size": 10}))
+    (tmp_path / "models" / "mini" / "preset.json").write_text(json.dumps({"hub_id": None}))
+    assert modelkit.list_presets(tmp_path) == ["mini"]
+    spec = modelkit.prepare_model("mini", tmp_path / "m", data_dir=tmp_path)
+    tok = load(spec)
+    assert tok.encode(tok.decode([9, 0, 3])).ids == [9, 0, 3]
