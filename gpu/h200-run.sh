@@ -8,6 +8,7 @@
 set -uo pipefail
 PARTS=${1:?parts, e.g. "3 1"}
 BUDGET_MIN=${2:?budget in minutes}
+EXTRA=${3:-}  # more reproduce options, e.g. "--points mns-256 mns-064"
 OUT=${OUT:-/tmp/h200-out}
 mkdir -p "$OUT"
 ls /opt/wallsite/.installed-* >/dev/null 2>&1 || { echo "COLD: the staged vLLM is not installed on this host"; exit 3; }
@@ -27,7 +28,7 @@ for part in $PARTS; do
   left=$(( (end - $(date +%s)) / 60 ))
   [ "$left" -ge 2 ] || { echo "h200-run: no time left for part $part"; break; }
   echo "h200-run: part $part, budget $left min"
-  make reproduce PART="$part" RIG=h200 PYTHON=python3 ARGS="--budget-min $left" 2>&1 | tee -a "$OUT/reproduce.log"
+  make reproduce PART="$part" RIG=h200 PYTHON=python3 ARGS="--budget-min $left $EXTRA" 2>&1 | tee -a "$OUT/reproduce.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
 tar -C "$W/autotune" -cf "$OUT/autotune.tar" .
