@@ -156,7 +156,7 @@ def test_knee_and_plateau_on_synthetic_curves():
     assert (k["knee_rps"], k["last_kept_up_rps"], k["ceiling_rps"]) == (8, 4, 5.2)
     sweep = pd.DataFrame({"max_num_seqs": [1, 4, 16, 64], "output_tok_s": [10, 40, 100, 104]})
     assert analysis.plateau_cap(sweep, 0.05) == 16
-    assert math.isnan(analysis.plateau_cap(sweep.iloc[:3], 0.05))
+    assert analysis.plateau_cap(sweep.iloc[:3], 0.05) == math.inf
     assert analysis.cliff_ratio(sweep) == pytest.approx(10.4)
 
 

@@ -81,14 +81,15 @@ def cliff_ratio(mns_sweep: pd.DataFrame) -> float:
 
 def plateau_cap(mns_sweep: pd.DataFrame, gain_per_doubling: float = 0.05) -> float:
     """The smallest cap past which raising the cap gains less than `gain_per_doubling` of throughput per
-    doubling of the cap (geometric mean gain between neighbouring caps); NaN if it never flattens."""
+    doubling of the cap (geometric mean gain between neighbouring caps); inf if it never flattens within
+    the caps measured (still climbing at the top)."""
     df = mns_sweep.sort_values("max_num_seqs")
     caps, tok = df["max_num_seqs"].to_numpy(float), df["output_tok_s"].to_numpy(float)
     for i in range(len(caps) - 1):
         doublings = math.log2(caps[i + 1] / caps[i])
         if (tok[i + 1] / tok[i]) ** (1 / doublings) - 1 < gain_per_doubling:
             return float(caps[i])
-    return math.nan
+    return math.inf
 
 
 def gain_between(mns_sweep: pd.DataFrame, cap_a: float, cap_b: float) -> float:

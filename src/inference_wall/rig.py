@@ -135,3 +135,39 @@ def capture(python: str, bandwidth: bool = True, env: dict | None = None) -> dic
     except (OSError, subprocess.TimeoutExpired, ValueError):
         info["probe_error"] = "probe failed"
     return info
+
+
+def rigs_overview(data_dir: Path | None = None) -> list[dict]:
+    """Every rig with a profile or with runs: its profile and what its manifests say it is."""
+    from .store import iter_points
+
+    seen: dict[str, dict] = {}
+    for part, rig, _point, m in iter_points(data_dir):
+        info = m.get("rig_info") or {}
+        rec = seen.setdefault(rig, {"parts": set(), "vllm": set(), "torch": set(), "bandwidth": []})
+        rec["parts"].add(part)
+        rec["gpu"] = (info.get("gpu") or {}).get("name") or f"CPU ({info.get('cpu_count')} cores)"
+        rec["driver"] = (info.get("gpu") or {}).get("driver_version")
+        rec["memory"] = (info.get("gpu") or {}).get("memory.total")
+        rec["vllm"].add(str(info.get("vllm")))
+        rec["torch"].add(str(info.get("torch")))
+        if info.get("hbm_bandwidth_gb_s"):
+            rec["bandwidth"].append(info["hbm_bandwidth_gb_s"])
+        rec["serve_command"] = (m.get("session") or {}).get("server_command")
+    rows = []
+    for rig in sorted(set(seen) | set(known_profiles(data_dir))):
+        profile = load_profile(rig, data_dir)
+        rec = seen.get(rig, {})
+        bw = sorted(rec.get("bandwidth", []))
+        rows.append({
+            "rig": rig, "description": profile.description, "gpu": rec.get("gpu"), "gpu_memory": rec.get("memory"),
+            "driver": rec.get("driver"), "vllm": ", ".join(sorted(rec.get("vllm", []))) or None,
+            "torch": ", ".join(sorted(rec.get("torch", []))) or None,
+            "hbm_bandwidth_gb_s": bw[len(bw) // 2] if bw else None,
+            "parts": ", ".join(sorted(rec.get("parts", []))) or "none yet",
+            "serve_args": " ".join(profile.serve_args) or "(stock)",
+            "env": " ".join(f"{k}={v}" for k, v in profile.env.items()) or "(stock)",
+            "notes": profile.notes, "model": f"{profile.model_preset} ({profile.model_source})",
+            "serve_command": rec.get("serve_command"),
+        })
+    return rows

