@@ -177,3 +177,39 @@ def test_published_data_satisfies_every_claim_it_covers():
     c3 = evaluate(p03.CLAIMS, {"a10g-published": p03.rig_view(table, "a10g-published", facts3, v1)}, facts3)
     covered = c3[c3["verdict"] != NOT_COVERED]
     assert len(covered) >= 6 and (covered["verdict"] == HOLDS).all(), covered
+
+
+def test_claims_evaluate_on_every_committed_rig_and_every_difference_is_explained():
+    from inference_wall.store import rigs_with_data
+
+    facts1, facts3 = p01.reference_view(), p03.reference_view()
+    table = p03.sweep_table()
+    for rig in sorted(set(rigs_with_data(1)) | set(rigs_with_data(3))):
+        v1 = p01.rig_view(rig)
+        rows = pd.concat([evaluate(p01.CLAIMS, {rig: v1}, facts1),
+                          evaluate(p03.CLAIMS, {rig: p03.rig_view(table, rig, facts3, v1)}, facts3)])
+        assert len(rows) == len(p01.CLAIMS) + len(p03.CLAIMS)
+        differs = rows[rows["verdict"] == DIFFERS]
+        assert (differs["note"].str.len() > 20).all(), differs[["claim", "note"]]
+        assert not rows["statement"].str.contains("{", regex=False).any()  # every template filled
+
+
+def test_orphaned_server_groups_are_reaped_but_live_owners_are_respected(tmp_path, monkeypatch):
+    from inference_wall import server
+
+    monkeypatch.setattr(server, "REGISTRY", tmp_path)
+    owner = subprocess.Popen(["sleep", "60"])
+    orphan = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    guarded = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    dead_owner = subprocess.Popen(["true"])
+    dead_owner.wait()
+    try:
+        (tmp_path / "a.json").write_text(json.dumps({"pgid": orphan.pid, "owner_pid": dead_owner.pid}))
+        (tmp_path / "b.json").write_text(json.dumps({"pgid": guarded.pid, "owner_pid": owner.pid}))
+        assert server.reap_orphans() == [orphan.pid]
+        assert orphan.wait(10) is not None
+        assert guarded.poll() is None and (tmp_path / "b.json").exists()
+    finally:
+        for p in (owner, orphan, guarded):
+            p.kill()
+            p.wait()

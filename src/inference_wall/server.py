@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import requests
 
 from .errors import UserError
@@ -66,13 +67,20 @@ def _die_with_parent() -> None:
 
 
 def group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs (zombies, which only wait to be reaped, do not count)."""
     try:
         os.killpg(pgid, 0)
-        return True
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return False
 
 
 def kill_group(pgid: int, grace_s: float = 20.0) -> None:
@@ -95,6 +103,16 @@ def kill_group(pgid: int, grace_s: float = 20.0) -> None:
         time.sleep(0.1)
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
 def reap_orphans() -> list[int]:
     """Stop servers that an earlier, killed command left running (their groups are in the registry)."""
     stopped = []
@@ -102,10 +120,13 @@ def reap_orphans() -> list[int]:
         return stopped
     for entry in REGISTRY.glob("*.json"):
         try:
-            pgid = json.loads(entry.read_text())["pgid"]
+            record = json.loads(entry.read_text())
+            pgid, owner = record["pgid"], record.get("owner_pid")
         except (ValueError, KeyError, OSError):
             entry.unlink(missing_ok=True)
             continue
+        if owner and owner != os.getpid() and _pid_alive(owner):
+            continue  # another live command's server: not an orphan
         if group_alive(pgid):
             kill_group(pgid, grace_s=10)
             stopped.append(pgid)
