@@ -160,30 +160,27 @@ def test_part1_reproduce_runs_the_rate_sweep(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Faults
 # ---------------------------------------------------------------------------------------------
-def test_server_killed_mid_pass_marks_the_point_failed_and_a_rerun_completes_it(tmp_path):
-    data = make_data_dir(tmp_path / "data")
+def test_server_killed_mid_pass_marks_the_point_failed_and_a_rerun_completes_it(part3):
+    data, _ = part3  # its complete points must survive everything below untouched
     rig_dir = store.rig_dir(3, "cpu-tiny", data)
-    # One complete point first; it must survive everything below untouched.
-    done = cli("sweep", "--part", "3", "--rig", "cpu-tiny", "--set", "caps=[4]", "--no-progress", data_dir=data)
-    assert done.wait(600) == 0, done.stderr.read()[-2000:]
-    kept = (rig_dir / "mns-004" / "manifest.json").read_bytes()
+    kept = {p.name: (p / "manifest.json").read_bytes() for p in rig_dir.iterdir()}
+    caps = sorted({int(n.split("-")[-1]) for n in kept} | {2})
 
-    sweep = cli("sweep", "--part", "3", "--rig", "cpu-tiny", "--set", "caps=[1,4]", "--no-progress", data_dir=data)
+    sweep = cli("sweep", "--part", "3", "--rig", "cpu-tiny", "--set", f"caps={caps}", "--no-progress", data_dir=data)
     # Once the warm-up pass has finished, the measured pass is under way: SIGKILL the server's group.
-    wait_for(lambda: (rig_dir / "mns-001" / "warmup.json").exists(), 300, "the measured pass")
-    pgid = _registered_server(sweep.pid)
-    os.killpg(pgid, signal.SIGKILL)
+    wait_for(lambda: (rig_dir / "mns-002" / "warmup.json").exists(), 300, "the measured pass")
+    os.killpg(_registered_server(sweep.pid), signal.SIGKILL)
     assert sweep.wait(300) == 2
     err = sweep.stderr.read()
-    assert "point mns-001 failed" in err and len([l for l in err.splitlines() if l.startswith("error:")]) == 1
-    assert store.read_manifest(rig_dir / "mns-001")["status"] == "failed"
-    assert (rig_dir / "mns-004" / "manifest.json").read_bytes() == kept
+    assert "point mns-002 failed" in err and len([l for l in err.splitlines() if l.startswith("error:")]) == 1
+    assert store.read_manifest(rig_dir / "mns-002")["status"] == "failed"
+    assert all((rig_dir / n / "manifest.json").read_bytes() == b for n, b in kept.items())
 
-    rerun = cli("sweep", "--part", "3", "--rig", "cpu-tiny", "--set", "caps=[1,4]", "--no-progress", data_dir=data)
+    rerun = cli("sweep", "--part", "3", "--rig", "cpu-tiny", "--set", f"caps={caps}", "--no-progress", data_dir=data)
     assert rerun.wait(600) == 0, rerun.stderr.read()[-2000:]
-    assert "done 1, already complete 1" in rerun.stdout.read()
-    assert store.read_manifest(rig_dir / "mns-001")["status"] == "complete"
-    assert (rig_dir / "mns-004" / "manifest.json").read_bytes() == kept
+    assert f"done 1, already complete {len(kept)}" in rerun.stdout.read()
+    assert store.read_manifest(rig_dir / "mns-002")["status"] == "complete"
+    assert all((rig_dir / n / "manifest.json").read_bytes() == b for n, b in kept.items())
 
 
 def _registered_server(owner_pid: int) -> int:

@@ -294,6 +294,7 @@ CLAIMS = [
     Claim("kv-discount", "The KV cache admits about {concurrency_discount:g}x more max-length requests than tokens / length "
           "suggests (only {full_attention_layers:g} of {total_layers:g} layers grow a cache).", "x", lambda v: v.get("concurrency_discount"),
           around("concurrency_discount"), 0.10,
-          "vLLM's own accounting of hybrid models' KV tokens changed between versions: the discount is in the log's "
-          "arithmetic, not in the model"),
+          "a dense model (every layer keeps K and V) has no discount; for the hybrid model, vLLM's own accounting of "
+          "KV tokens changed between versions (0.18 counts all layers, 0.22 only those that grow): the discount is "
+          "in the log's arithmetic, not in the model"),
 ]
