@@ -75,3 +75,17 @@ def around(key: str) -> Callable[[dict], tuple[float, float]]:
 
 def between(low_key: str, high_key: str) -> Callable[[dict], tuple[float, float]]:
     return lambda ref: (ref[low_key], ref[high_key])
+
+
+def wide(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """One row per claim (its statement and expected range, then each rig's measured value and verdict),
+    and the notes that explain each difference, for display."""
+    out = []
+    for claim, group in rows.groupby("claim", sort=False):
+        first = group.iloc[0]
+        row = {"claim": claim, "statement": first["statement"], "expected": first["expected"]}
+        for r in group.itertuples():
+            row[r.rig] = f"{r.measured} ({r.verdict})" if r.measured else r.verdict
+        out.append(row)
+    notes = [f"{r.rig}, {r.claim}: {r.note}" for r in rows.itertuples() if r.verdict == DIFFERS]
+    return pd.DataFrame(out), notes

@@ -155,7 +155,7 @@ def tooltips(columns: Sequence[str], units: Mapping[str, str] | None = None,
 
 # ------------------------------------------------------------------------------------ log axes
 def _log_kwargs(title: str | None, domain: Sequence[float] | None, fmt: str | None) -> dict:
-    scale = alt.Scale(type="log", domain=list(domain)) if domain else alt.Scale(type="log")
+    scale = alt.Scale(type="log", domain=list(domain), nice=False) if domain else alt.Scale(type="log")
     axis = alt.Axis(format=fmt or "~s", grid=True)
     kwargs: dict = {"scale": scale, "axis": axis}
     if title is not None:
