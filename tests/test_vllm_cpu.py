@@ -110,6 +110,8 @@ def test_part3_points_are_complete_with_raw_artefacts(part3):
         assert m["max_num_seqs"] == cap
         assert m["rig_info"]["vllm"].startswith("0.32") and m["rig_info"]["torch"]
         assert [p["kind"] for p in m["passes"]] == ["warmup", "measured"]
+        # the measured pass is at least as long as planned, longer where the warm-up showed it would be short
+        assert m["passes"][1]["spec"]["num_prompts"] >= p03.prompts_for_cap(cap, m["parameters"])
         assert "--max-num-seqs" in m["session"]["server_command"]
         for name in ("bench.json", "warmup.json", "server.log", "metrics-before.prom", "metrics-after.prom"):
             store.open_artefact(point, name)

@@ -20,7 +20,7 @@ import tempfile
 import time
 import traceback
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import __version__
@@ -32,6 +32,7 @@ from .server import ServerSpec, TerminateAsInterrupt, VllmServer
 from .store import compress_large, fresh_point_dir, is_complete, read_manifest, write_json_atomic
 
 WARMUP_SEED = 10_000
+WINDOW_MARGIN = 1.5  # a short warm-up flood underestimates the steady rate (ramp-up, prefill first)
 
 
 @dataclass
@@ -50,6 +51,10 @@ class PointPlan:
     params: dict = field(default_factory=dict)  # what this point varies (for loaders and tables)
     preset: str | None = None  # model preset when not the rig's
     cold_start: bool = False  # measures a fresh server: no automatic warm-up before it
+    # A flood's measured pass lasts at least this long: its prompt count is raised (up to max_prompts) from
+    # the warm-up flood's throughput on the same server, so a fast GPU still gets a steady window.
+    min_window_s: float | None = None
+    max_prompts: int | None = None
     # Resolved just before the point runs (e.g. a rate relative to the rig's measured capacity).
     resolve: "callable | None" = None
 
@@ -201,14 +206,23 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                 _snapshot(server, pdir / "metrics-before.prom")
                 if index == 0 and server_info is not None:
                     (pdir / "server_info.json").write_text(server_info)
+                warm_rps = None
                 for p in passes:
+                    spec = p.spec
+                    if p.kind == "measured" and point.min_window_s and warm_rps:
+                        spec = replace(spec, num_prompts=prompts_for_window(
+                            math.inf, warm_rps, WINDOW_MARGIN * point.min_window_s, spec.num_prompts,
+                            point.max_prompts or spec.num_prompts))
                     cmd, started, ended = run_pass(ctx.python, server.url, model.model, model.tokenizer, ctx.workload,
-                                                   p.spec, pdir / f"{p.label}.json", pdir / "bench.log",
+                                                   spec, pdir / f"{p.label}.json", pdir / "bench.log",
                                                    env=ctx.rig.env)
-                    records.append({"label": p.label, "kind": p.kind, "spec": p.spec.to_dict(), "command": cmd,
-                                    "started": started, "ended": ended, "result": f"{p.label}.json"})
+                    records.append({"label": p.label, "kind": p.kind, "spec": spec.to_dict(), "command": cmd,
+                                    "started": started, "ended": ended, "result": f"{p.label}.json",
+                                    **({"planned_prompts": p.spec.num_prompts} if spec is not p.spec else {})})
                     if not server.alive():
                         raise UserError("the server died during the pass")
+                    if p.kind == "warmup":
+                        warm_rps = _request_throughput(pdir / f"{p.label}.json")
                 _snapshot(server, pdir / "metrics-after.prom")
             except KeyboardInterrupt as e:
                 _record_failure(pdir, point, ctx, model, log_path, log_offset, session, records, e, "interrupted", session_id)
@@ -230,6 +244,15 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
     finally:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _request_throughput(result: Path) -> float | None:
+    import json
+
+    try:
+        return float(json.loads(result.read_text())["request_throughput"]) or None
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
 
 
 def model_serve_args(model: ModelSpec) -> list[str]:

@@ -20,9 +20,10 @@ DEFAULTS = {
     "caps": [1, 4, 16, 64, 256],
     "input_len": 256,
     "output_len": 128,
-    "waves": 4,  # prompts per pass = waves x cap, clamped: each slot turns over `waves` times
+    "waves": 4,  # prompts per pass = waves x cap, clamped: each slot turns over `waves` times, and raised so
+    # that the pass lasts min_window_s at the warm-up flood's throughput (at most max_prompts)
     "min_prompts": 32,
-    "max_prompts": 1024,
+    "max_prompts": 4096,
     "seed": 0,  # the same prompts for every cap and every rig
     "small_preset": None,  # e.g. "qwen2.5-0.5b": the same sweep on a small model, for the cliff's height
     "small_caps": None,  # caps for the small model (default: caps)
@@ -52,7 +53,8 @@ def plan(p: dict, profile) -> list[PointPlan]:
             plans.append(PointPlan(name=name, session=name, max_num_seqs=cap,
                                    passes=[PassPlan("bench", "measured", spec)],
                                    params={"max_num_seqs": cap, "model": "small" if small else "main"},
-                                   preset=p["small_preset"] if small else None))
+                                   preset=p["small_preset"] if small else None,
+                                   min_window_s=p["min_window_s"], max_prompts=p["max_prompts"]))
     return plans
 
 
