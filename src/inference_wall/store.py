@@ -288,3 +288,21 @@ def pass_summary(point: PointData, label: str = "bench") -> dict:
         "preemptions": (after.get("vllm:num_preemptions_total", math.nan) - before.get("vllm:num_preemptions_total", math.nan))
         if before and after else math.nan,
     }
+
+
+def server_starts(data_dir: Path | None = None):
+    """One row per recorded server start: how long to healthy, and the parts of it vLLM's log times."""
+    import pandas as pd
+
+    rows = []
+    for part in sorted(PARTS.values()):
+        for pt in load_points(part, data_dir):
+            rep = pt.startup()
+            if rep is None:
+                continue
+            s = pt.manifest["session"]
+            rows.append({"rig": pt.rig, "part": part, "first_point": pt.name, "max_num_seqs": pt.manifest.get("max_num_seqs"),
+                         "start_to_healthy_s": s.get("start_to_healthy_s"), "profile_warmup_s": rep.profile_warmup_s,
+                         "torch_compile_s": rep.torch_compile_s, "graph_capture_s": rep.graph_capture_s,
+                         "init_engine_s": rep.init_engine_s, "started": s.get("server_started")})
+    return pd.DataFrame(rows).sort_values(["rig", "started"]).drop(columns="started") if rows else pd.DataFrame()
