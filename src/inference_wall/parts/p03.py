@@ -123,10 +123,9 @@ def rig_view(table: pd.DataFrame, rig: str, facts: dict | None = None, part1: di
 
 def reference_view(data_dir=None) -> dict:
     """The published numbers claims compare with: part 3's facts, plus ratios computed from its table."""
-    from ..reference import load_reference as load
-
-    facts = dict(zip(load(3, data_dir)["facts"]["key"], load(3, data_dir)["facts"]["value"]))
-    p1 = load(1, data_dir)["rate_sweep"]
+    f3 = load_reference(3, data_dir)["facts"]
+    facts = dict(zip(f3["key"], f3["value"]))
+    p1 = load_reference(1, data_dir)["rate_sweep"]
     pub = sweep_table(data_dir, [PUBLISHED_RIG])
     v = rig_view(pub, PUBLISHED_RIG)
     facts["published_itl_p50_ratio"] = v["itl_p50_ratio"]
