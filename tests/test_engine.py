@@ -1,7 +1,6 @@
 """The engine's pure parts: names and errors, the data layout, manifests, plans, analysis, claims."""
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from .errors import UserError
-from .schema import FACT_COLUMNS, MNS_SWEEP_COLUMNS, PARTS, RATE_SWEEP_COLUMNS
+from .store import part_name
+from .schema import FACT_COLUMNS, MNS_SWEEP_COLUMNS, RATE_SWEEP_COLUMNS
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
@@ -27,20 +28,6 @@ REQUIRED_COLUMNS: dict[str, list[str]] = {
 }
 # Columns kept as text; every other column must parse as a number (empty = NaN, `inf` = math.inf).
 TEXT_COLUMNS = {"rig", "key", "unit", "note", "server_state"}
-
-
-def part_folder(part: int | str) -> str:
-    """1, "1", "01" or "01-hit-the-wall" -> "01-hit-the-wall"."""
-    if isinstance(part, str) and part in PARTS.values():
-        return part
-    try:
-        number = int(part)
-    except (TypeError, ValueError):
-        number = None
-    if number not in PARTS:
-        known = ", ".join(f"{n} ({name})" for n, name in PARTS.items())
-        raise UserError(f"no reference data for part {part!r}; known parts: {known}")
-    return PARTS[number]
 
 
 def read_reference_csv(path: Path) -> pd.DataFrame:
@@ -93,7 +80,7 @@ def _parse_number(path: Path, column: str, line: int, text: str) -> float:
 def load_reference(part: int | str, data_dir: Path | None = None) -> dict[str, pd.DataFrame]:
     """All reference tables of one part, keyed by file stem (e.g. "rate_sweep", "facts")."""
     folder = Path(data_dir) if data_dir is not None else DEFAULT_DATA_DIR
-    part_dir = folder / "reference" / part_folder(part)
+    part_dir = folder / "reference" / part_name(part)
     files = sorted(part_dir.glob("*.csv"))
     if not files:
         raise UserError(f"{part_dir}: no reference CSV files")

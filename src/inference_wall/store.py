@@ -131,6 +131,11 @@ def read_artefact(point: Path, name: str) -> str:
     return read_text(open_artefact(point, name))
 
 
+def request_throughput(point: Path, label: str = "bench") -> float:
+    """Completed requests per second of a pass's saved result (raises if absent or unreadable)."""
+    return float(json.loads(read_artefact(point, f"{label}.json"))["request_throughput"])
+
+
 def iter_points(data_dir: Path | None = None, part: int | str | None = None, rig: str | None = None,
                 complete_only: bool = True):
     """Yield (part_name, rig, point_dir, manifest) for the points in data/runs, sorted."""

@@ -29,7 +29,8 @@ from .errors import UserError
 from .modelkit import ModelSpec
 from .rig import RigProfile
 from .server import ServerSpec, TerminateAsInterrupt, VllmServer
-from .store import compress_large, fresh_point_dir, is_complete, read_manifest, write_json_atomic
+from .store import (compress_large, fresh_point_dir, is_complete, read_manifest, request_throughput,
+                    write_json_atomic)
 
 WARMUP_SEED = 10_000
 WINDOW_MARGIN = 1.5  # a short warm-up flood underestimates the steady rate (ramp-up, prefill first)
@@ -222,7 +223,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                     if not server.alive():
                         raise UserError("the server died during the pass")
                     if p.kind == "warmup":
-                        warm_rps = _request_throughput(pdir / f"{p.label}.json")
+                        warm_rps = _optional_rps(pdir, p.label)
                 _snapshot(server, pdir / "metrics-after.prom")
             except KeyboardInterrupt as e:
                 _record_failure(pdir, point, ctx, model, log_path, log_offset, session, records, e, "interrupted", session_id)
@@ -246,11 +247,9 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _request_throughput(result: Path) -> float | None:
-    import json
-
+def _optional_rps(point: Path, label: str) -> float | None:
     try:
-        return float(json.loads(result.read_text())["request_throughput"]) or None
+        return request_throughput(point, label) or None
     except (OSError, KeyError, TypeError, ValueError):
         return None
 

@@ -3,7 +3,6 @@ sweep (relative to the flood's measured capacity unless absolute rates are given
 batch sizes for the step-time model."""
 from __future__ import annotations
 
-import json
 import math
 
 import pandas as pd
@@ -14,7 +13,7 @@ from ..claims import Claim, around, between
 from ..reference import load_reference
 from ..schema import PUBLISHED_RIG
 from ..errors import UserError
-from ..store import load_points, open_artefact, pass_summary, read_text
+from ..store import load_points, pass_summary, request_throughput
 from ..sweep import PassPlan, PointPlan, prompts_for_window
 
 NAME = "01-hit-the-wall"
@@ -49,8 +48,7 @@ def rate_point_name(rate: float, relative: bool) -> str:
 def flood_capacity_rps(rig_dir) -> float:
     """Completed requests per second of the rig's flood point: what relative rates are fractions of."""
     try:
-        result = json.loads(read_text(open_artefact(rig_dir / "flood", "bench.json")))
-        return float(result["request_throughput"])
+        return request_throughput(rig_dir / "flood")
     except (FileNotFoundError, KeyError, ValueError) as e:
         raise UserError(f"relative rates need the flood point first ({rig_dir / 'flood'}): {e}")
 

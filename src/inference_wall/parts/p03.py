@@ -7,7 +7,7 @@ import pandas as pd
 
 from .. import analysis
 from ..bench import PassSpec
-from ..claims import Claim, around, between
+from ..claims import Claim, around
 from ..reference import load_reference
 from ..schema import PUBLISHED_RIG
 from ..store import load_points, pass_summary
