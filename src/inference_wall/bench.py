@@ -1,15 +1,19 @@
 """One `vllm bench serve` pass against a running server; its result JSON is the raw artefact."""
 from __future__ import annotations
 
+import json
 import math
 import os
+import select
 import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .errors import UserError
-from .server import VLLM_MAIN, kill_group, _die_with_parent
+from .server import VLLM_MAIN, kill_group, tail, _die_with_parent
+
+FORK_SERVER = Path(__file__).with_name("_benchfork.py")
 
 
 class BenchError(UserError):
@@ -58,28 +62,125 @@ def bench_command(python: str, url: str, model: str, tokenizer: str, workload: W
     return cmd
 
 
+class BenchForkServer:
+    """A long-lived vLLM interpreter that runs each pass's CLI in a fork (see _benchfork.py).
+
+    Start it before the server: its imports overlap the server's start. `close()` always ends it and
+    any pass in flight (its own process group, killed with us too). INFERENCE_WALL_BENCH_FORK=0
+    turns it off (then every pass is a fresh `python -m vllm... bench serve` process).
+    """
+
+    def __init__(self, python: str, env: dict[str, str] | None, log_path: Path, ready_timeout_s: float = 600):
+        self.log_path = Path(log_path)
+        self.ready_timeout_s = ready_timeout_s
+        self.ready: dict | None = None
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([python, str(FORK_SERVER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=log, env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
+                                         preexec_fn=_die_with_parent, close_fds=True)
+        self._buf = b""
+
+    @staticmethod
+    def enabled() -> bool:
+        return os.environ.get("INFERENCE_WALL_BENCH_FORK", "1") != "0"
+
+    def _line(self, timeout_s: float) -> dict | None:
+        deadline = time.monotonic() + timeout_s
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([fd], [], [], min(left, 1.0))
+            if r:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise BenchError(f"the bench fork server exited (status {self.proc.poll()}); "
+                                     f"log {self.log_path}, last lines:\n{tail(self.log_path)}")
+                self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def wait_ready(self) -> dict:
+        if self.ready is None:
+            self.ready = self._line(self.ready_timeout_s)
+            if self.ready is None:
+                self.close()
+                raise BenchError(f"the bench fork server was not ready after {self.ready_timeout_s:.0f} s; "
+                                 f"log {self.log_path}")
+        return self.ready
+
+    def run(self, argv: list[str], log_path: Path, env: dict[str, str] | None, timeout_s: float) -> int:
+        self.wait_ready()
+        job = {"argv": argv, "log": str(log_path), "env": {**(env or {}), "PYTHONUNBUFFERED": "1"}}
+        self.proc.stdin.write((json.dumps(job) + "\n").encode())
+        self.proc.stdin.flush()
+        reply = self._line(timeout_s)
+        if reply is None:
+            self.close()
+            raise BenchError(f"bench pass exceeded {timeout_s:.0f} s; log {log_path}")
+        return int(reply["code"])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+        kill_group(self.proc.pid, grace_s=5)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (self.proc.stdout, self.proc.stdin):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def __enter__(self) -> "BenchForkServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def run_pass(python: str, url: str, model: str, tokenizer: str, workload: Workload, spec: PassSpec,
              result_path: Path, log_path: Path, env: dict[str, str] | None = None,
-             timeout_s: float = 3600) -> tuple[list[str], float, float]:
-    """Run one pass; returns (command, start, end). Raises BenchError with the log's tail on failure."""
+             timeout_s: float = 3600, fork_server: BenchForkServer | None = None) -> tuple[list[str], float, float]:
+    """Run one pass; returns (command, start, end). Raises BenchError with the log's tail on failure.
+
+    With a fork server the same argv runs in a fork of a preloaded interpreter instead of a new process.
+    """
     result_path = Path(result_path)
     result_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = bench_command(python, url, model, tokenizer, workload, spec, result_path.parent, result_path.name)
     started = time.time()
+    if fork_server is not None:
+        code = fork_server.run(cmd[3:], log_path, env, timeout_s)
+    else:
+        code = _run_process(cmd, log_path, env, timeout_s)
+    ended = time.time()
+    if code != 0 or not result_path.exists():
+        raise BenchError(f"vllm bench serve failed (status {code}); log {log_path}, last lines:\n{tail(Path(log_path))}")
+    return cmd, started, ended
+
+
+def _run_process(cmd: list[str], log_path: Path, env: dict[str, str] | None, timeout_s: float) -> int:
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
                                 preexec_fn=_die_with_parent)
         try:
-            code = proc.wait(timeout=timeout_s)
+            return proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             kill_group(proc.pid, grace_s=5)
             raise BenchError(f"bench pass exceeded {timeout_s:.0f} s; log {log_path}")
         finally:
             if proc.poll() is None:
                 kill_group(proc.pid, grace_s=5)
-    ended = time.time()
-    if code != 0 or not result_path.exists():
-        from .server import tail
-        raise BenchError(f"vllm bench serve failed (status {code}); log {log_path}, last lines:\n{tail(Path(log_path))}")
-    return cmd, started, ended

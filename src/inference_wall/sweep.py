@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import __version__
-from .bench import PassSpec, Workload, run_pass
+from .bench import BenchForkServer, PassSpec, Workload, run_pass
 from .errors import UserError
 from .modelkit import ModelSpec
 from .rig import RigProfile
@@ -169,6 +169,9 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                       startup_timeout_s=ctx.startup_timeout_s)
     server = VllmServer(spec, log_path)
     bar.set_postfix_str(f"starting server for {first.name}")
+    # the bench client's imports (15-30 s) overlap the server's start, and are paid once per session
+    forks = BenchForkServer(ctx.python, ctx.rig.env, tmp / "bench-fork.log") if BenchForkServer.enabled() else None
+    runner = "fork" if forks else "process"
     t_start = time.monotonic()
     try:
         try:
@@ -216,8 +219,9 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                             point.max_prompts or spec.num_prompts))
                     cmd, started, ended = run_pass(ctx.python, server.url, model.model, model.tokenizer, ctx.workload,
                                                    spec, pdir / f"{p.label}.json", pdir / "bench.log",
-                                                   env=ctx.rig.env)
+                                                   env=ctx.rig.env, fork_server=forks)
                     records.append({"label": p.label, "kind": p.kind, "spec": spec.to_dict(), "command": cmd,
+                                    "runner": runner,
                                     "started": started, "ended": ended, "result": f"{p.label}.json",
                                     **({"planned_prompts": p.spec.num_prompts} if spec is not p.spec else {})})
                     if not server.alive():
@@ -243,6 +247,8 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
             report.done.append(point.name)
             bar.update(1)
     finally:
+        if forks is not None:
+            forks.close()
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
