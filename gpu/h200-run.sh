@@ -23,7 +23,7 @@ export WALL_AUTOTUNE_DIR=$W/autotune WALL_AUTOTUNE_LOG=$W/autotune.log
 export TRITON_CACHE_DIR=$W/triton VLLM_CACHE_ROOT=$W/vllm
 [ -f gpu/cache/autotune.tar ] && tar -C "$W/autotune" -xf gpu/cache/autotune.tar
 
-status=0
+stamp=$(mktemp); status=0
 for part in $PARTS; do
   left=$(( (end - $(date +%s)) / 60 ))
   [ "$left" -ge 2 ] || { echo "h200-run: no time left for part $part"; break; }
@@ -33,6 +33,10 @@ for part in $PARTS; do
 done
 tar -C "$W/autotune" -cf "$OUT/autotune.tar" .
 cp "$W/autotune.log" "$OUT/" 2>/dev/null
-tar -czf "$OUT/runs.tgz" data/runs/*/h200 2>/dev/null
+# only the points this call wrote (a file comes back only under 16 MiB: part 1 alone is about 18 MB
+# unpacked, so packing every committed point as well lost a whole call's points once)
+find data/runs/*/h200 -name manifest.json -newer "$stamp" -printf '%h\n' 2>/dev/null | sort > "$OUT/points.txt"
+tar -czf "$OUT/runs.tgz" -T "$OUT/points.txt"
+ls -l "$OUT/runs.tgz"; [ "$(stat -c %s "$OUT/runs.tgz")" -lt 16000000 ] || echo "h200-run: WARNING runs.tgz is over 16 MB and will not come back"
 du -sh "$W"/* 2>/dev/null
 exit $status

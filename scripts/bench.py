@@ -2,8 +2,9 @@
 
 1. wall time of `make book` with the existing .venv (target: under 30 s on 2 cores);
 2. wall time of a fresh-clone setup (`git clone` + `make setup`, with whatever package caches exist);
-3. from the committed runs: per part and rig, server start-to-healthy times and the device time the
-   sessions took (server start to the end of its last pass), read from the manifests.
+3. from the committed runs: per part and rig, server start-to-healthy times, the device time the
+   sessions took (server start to the end of its last pass), and the bench client's overhead per pass
+   (the pass's wall time less vLLM's own benchmark duration), read from the manifests and results.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from inference_wall.store import iter_points  # noqa: E402
+from inference_wall.store import PointData, iter_points  # noqa: E402
 
 
 def timed(cmd: list[str], cwd: Path) -> float:
@@ -44,7 +45,14 @@ def fresh_clone_setup() -> float:
 
 def device_time() -> list[str]:
     sessions: dict[tuple[str, str, str], dict] = defaultdict(lambda: {"start": None, "end": 0.0, "healthy_s": None})
-    for part, rig, _point, m in iter_points(None):
+    overhead: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for part, rig, point, m in iter_points(None):
+        data = PointData(part, rig, point, m)
+        for p in m.get("passes") or []:
+            try:
+                overhead[(part, rig)].append(p["ended"] - p["started"] - data.bench(p["label"]).duration_s)
+            except (OSError, KeyError, TypeError, ValueError):
+                pass
         s = m.get("session") or {}
         if not s.get("server_started") or not m.get("passes"):
             continue
@@ -60,8 +68,11 @@ def device_time() -> list[str]:
     for (part, rig), recs in sorted(per.items()):
         minutes = sum(r["end"] - r["start"] for r in recs) / 60
         starts = ", ".join(f"{r['healthy_s']:.0f}" for r in sorted(recs, key=lambda r: r["start"]))
+        over = sorted(overhead[(part, rig)])
+        median = f"{over[len(over) // 2]:5.1f}" if over else "    -"
         lines.append(f"{part:20s} {rig:14s} {recs[0]['gpu']:14s} sessions {len(recs):2d}  "
-                     f"device minutes (server start to last pass) {minutes:6.1f}  start to healthy (s): {starts}")
+                     f"device minutes (server start to last pass) {minutes:6.1f}  "
+                     f"client overhead per pass (s, median) {median}  start to healthy (s): {starts}")
     return lines
 
 
