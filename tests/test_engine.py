@@ -212,3 +212,55 @@ def test_orphaned_server_groups_are_reaped_but_live_owners_are_respected(tmp_pat
         for p in (owner, orphan, guarded):
             p.kill()
             p.wait()
+
+
+def test_a_pass_with_failed_requests_does_not_count(tmp_path):
+    from inference_wall.bench import BenchError, PassSpec, check_result
+
+    result = tmp_path / "bench.json"
+    result.write_text(json.dumps({"completed": 3, "failed": 1, "num_prompts": 4}))
+    with pytest.raises(BenchError, match="1 of 4 requests failed"):
+        check_result(result, PassSpec(num_prompts=4), tmp_path / "bench.log")
+    result.write_text(json.dumps({"completed": 4, "failed": 0, "num_prompts": 4}))
+    check_result(result, PassSpec(num_prompts=4), tmp_path / "bench.log")
+
+
+def _copy_point(src: Path, dest: Path, scale_throughput: float = 1.0) -> None:
+    import shutil
+
+    shutil.copytree(src, dest)
+    bench = dest / "bench.json"
+    data = json.loads(bench.read_text())
+    data["output_throughput"] *= scale_throughput
+    bench.write_text(json.dumps(data))
+
+
+def test_run_to_run_pairs_the_points_two_runs_share(tmp_path):
+    from inference_wall.rig import run_to_run
+
+    data = tmp_path / "data"
+    (data / "rigs").mkdir(parents=True)
+    (data / "rigs" / "box-again.json").write_text(json.dumps({"repeat_of": "box"}))
+    src = store.rig_dir(3, "cpu-tiny")
+    first, second = sorted(p for p in src.iterdir() if (p / "bench.json").exists())[:2]
+    _copy_point(first, store.rig_dir(3, "box", data) / first.name)
+    _copy_point(second, store.rig_dir(3, "box", data) / second.name)  # only one run has this point
+    _copy_point(first, store.rig_dir(3, "box-again", data) / first.name, scale_throughput=0.8)
+    spread = run_to_run(data)
+    assert set(spread["point"]) == {first.name}
+    row = spread.set_index("metric").loc["output_tok_s"]
+    assert (row["rig"], row["repeat"]) == ("box", "box-again")
+    assert row["difference_pct"] == pytest.approx(25.0)
+    assert spread.set_index("metric").loc["itl_p50_ms", "difference_pct"] == pytest.approx(0.0)
+
+
+def test_inside_the_knee_splits_each_rate_pass_by_prefill():
+    mixed = p01.mixed_step_table(None, ["cpu-tiny"])
+    rates = p01.rate_table(None, ["cpu-tiny"])
+    finite = rates[rates["offered_rate_rps"].apply(math.isfinite)]
+    assert len(mixed) == len(finite) > 0
+    out_len = json.loads(next(store.rig_dir(1, "cpu-tiny").glob("*/manifest.json")).read_text())["workload"]["output_len"]
+    assert np.allclose(mixed["needed_gen_tok_s"], mixed["offered_rate_rps"] * out_len)
+    assert mixed["intervals_with_prefill_pct"].between(0, 100).all()
+    values = mixed[["gen_with_prefill_tok_s", "gen_decode_only_tok_s"]].stack().dropna()
+    assert len(values) and (values >= 0).all()

@@ -34,7 +34,7 @@ def vllm_processes() -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if "vllm.entrypoints" in cmd and p.pid != os.getpid():
+        if ("vllm.entrypoints" in cmd or "_benchfork.py" in cmd) and p.pid != os.getpid():
             found.append(p)
     return found
 
@@ -241,3 +241,48 @@ def test_an_unknown_preset_is_one_line_and_exit_2(tmp_path):
     assert res.wait(120) == 2
     err = res.stderr.read().strip().splitlines()
     assert len(err) == 1 and "no-such-preset" in err[0] and "qwen3.5-4b" in err[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The bench fork server: vLLM's CLI in forks of one preloaded interpreter
+# ---------------------------------------------------------------------------------------------
+def test_the_fork_server_runs_the_cli_reports_failures_and_survives_them(tmp_path):
+    from inference_wall.bench import BenchError, BenchForkServer, PassSpec, Workload, run_pass
+    from inference_wall.modelkit import prepare_model
+    from inference_wall.server import free_port
+
+    model = prepare_model("tiny-dense", tmp_path / "model")
+    with BenchForkServer(str(VLLM_PY), {}, tmp_path / "fork.log") as forks:
+        assert forks.wait_ready()["ready"] is True
+        # the CLI's own argument check, in the pass's log
+        assert forks.run(["bench", "serve", "--no-such-flag"], tmp_path / "bad.log", {}, 120) == 2
+        assert "--no-such-flag" in (tmp_path / "bad.log").read_text()
+        # nothing listens on the port: the pass fails with its log's tail; the fork server lives on
+        with pytest.raises(BenchError, match="2 of 2 requests failed"):
+            run_pass(str(VLLM_PY), f"http://127.0.0.1:{free_port()}", model.model, model.tokenizer, Workload(8, 4),
+                     PassSpec(num_prompts=2), tmp_path / "r.json", tmp_path / "b.log", timeout_s=120, fork_server=forks)
+        assert forks.proc.poll() is None
+        assert forks.run(["bench", "serve", "--help"], tmp_path / "help.log", {}, 120) == 0
+        assert "usage: vllm bench serve" in (tmp_path / "help.log").read_text()
+    assert forks.proc.poll() is not None
+
+
+def test_a_pass_that_hangs_is_cut_at_its_timeout_and_leaves_no_process(tmp_path):
+    from inference_wall.bench import BenchError, BenchForkServer, PassSpec, Workload, run_pass
+    from inference_wall.modelkit import prepare_model
+
+    model = prepare_model("tiny-dense", tmp_path / "model")
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        forks = BenchForkServer(str(VLLM_PY), {}, tmp_path / "fork.log")
+        forks.wait_ready()
+        family = [forks.proc.pid]
+        t0 = time.monotonic()
+        with pytest.raises(BenchError, match="exceeded 15 s"):
+            run_pass(str(VLLM_PY), url, model.model, model.tokenizer, Workload(8, 4), PassSpec(num_prompts=2),
+                     tmp_path / "r.json", tmp_path / "b.log", timeout_s=15, fork_server=forks)
+        assert time.monotonic() - t0 < 60
+        assert forks.proc.poll() is not None  # the fork server and the pass in flight are gone
+        assert not [p for p in vllm_processes() if p.pid in family or p.ppid() in family]

@@ -168,7 +168,21 @@ def run_pass(python: str, url: str, model: str, tokenizer: str, workload: Worklo
     ended = time.time()
     if code != 0 or not result_path.exists():
         raise BenchError(f"vllm bench serve failed (status {code}); log {log_path}, last lines:\n{tail(Path(log_path))}")
+    check_result(result_path, spec, log_path)
     return cmd, started, ended
+
+
+def check_result(result_path: Path, spec: PassSpec, log_path: Path) -> None:
+    """vLLM's bench exits 0 and saves a result even when requests failed (without its ready check, a pass
+    against a dead server "completes" with every request failed): a pass counts only if all completed."""
+    try:
+        result = json.loads(Path(result_path).read_text())
+    except (OSError, ValueError) as e:
+        raise BenchError(f"{result_path}: unreadable result ({e})") from None
+    failed, completed = result.get("failed") or 0, result.get("completed")
+    if failed or completed != spec.num_prompts:
+        raise BenchError(f"{failed} of {spec.num_prompts} requests failed ({completed} completed); result "
+                         f"{result_path}, log {log_path}, last lines:\n{tail(Path(log_path))}")
 
 
 def _run_process(cmd: list[str], log_path: Path, env: dict[str, str] | None, timeout_s: float) -> int:

@@ -52,6 +52,24 @@ def e2e_p99_vs_rate(rates: pd.DataFrame) -> alt.FacetChart:
     return _rate_layers(rates, "e2el_p99_ms", "E2E p99 (ms, log)", True, RATE_TOOLTIP)
 
 
+MIXED_LABELS = {"needed_gen_tok_s": "needed by the offered rate", "gen_with_prefill_tok_s": "intervals that also prefilled",
+                "gen_decode_only_tok_s": "intervals of decode alone"}
+
+
+def mixed_steps(long: pd.DataFrame) -> alt.FacetChart:
+    """Figure 1c: generation throughput inside the rate passes (long: rig, offered_rate_rps, what, tok_s)."""
+    data = long.assign(what=long["what"].map(MIXED_LABELS))
+    order = list(MIXED_LABELS.values())
+    return alt.Chart(data).mark_line(point=True).encode(
+        x=figures.log_x("offered_rate_rps", "Offered rate (req/s, log)"),
+        y=alt.Y("tok_s:Q", title="Generated tokens per second"),
+        color=alt.Color("what:N", title=None, sort=order, legend=alt.Legend(orient="bottom")),
+        strokeDash=alt.condition(alt.datum.what == order[0], alt.value([6, 4]), alt.value([1, 0])),
+        tooltip=["rig:N", "what:N", alt.Tooltip("offered_rate_rps:Q", title="offered req/s", format=".3g"),
+                 alt.Tooltip("tok_s:Q", title="tok/s", format=",.0f")],
+    ).facet(column=RIG_FACET).resolve_scale(x="independent", y="independent")
+
+
 def roofline(rows: pd.DataFrame) -> alt.Chart:
     """Single-stream time per token against the weight-stream floor, per rig (rows: rig, what, ms)."""
     return alt.Chart(rows).mark_bar().encode(

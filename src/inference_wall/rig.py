@@ -29,6 +29,7 @@ class RigProfile:
     model_source: str = "dummy"
     overrides: dict[str, dict] = field(default_factory=dict)  # part name -> parameter overrides
     method_only: bool = False  # a test rig: shown on the method page, not beside real GPUs in the parts
+    repeat_of: str | None = None  # another run of that rig (same host and stack): compared on the rigs page
     has_profile: bool = False
 
     def for_part(self, part_name: str) -> dict:
@@ -36,7 +37,7 @@ class RigProfile:
 
 
 PROFILE_KEYS = {"description", "serve_args", "env", "notes", "model_preset", "model_source", "overrides",
-                "method_only"}
+                "method_only", "repeat_of"}
 
 
 def load_profile(rig: str, data_dir: Path | None = None) -> RigProfile:
@@ -168,6 +169,37 @@ def rigs_overview(data_dir: Path | None = None) -> list[dict]:
             "serve_args": " ".join(profile.serve_args) or "(stock)",
             "env": " ".join(f"{k}={v}" for k, v in profile.env.items()) or "(stock)",
             "notes": profile.notes, "model": f"{profile.model_preset} ({profile.model_source})",
-            "serve_command": rec.get("serve_command"),
+            "serve_command": rec.get("serve_command"), "repeat_of": profile.repeat_of,
         })
     return rows
+
+
+def run_to_run(data_dir: Path | None = None):
+    """For every rig whose profile says it repeats another (`repeat_of`): the points both runs measured,
+    metric by metric, and how far the rig's own value sits from the repeat's, in percent."""
+    import pandas as pd
+
+    from .schema import PARTS
+    from .store import load_points, pass_summary
+
+    metrics = ["output_tok_s", "itl_p50_ms", "itl_p99_ms"]  # TTFT under a flood grows with the prompts sent
+    rows = []
+    for repeat in known_profiles(data_dir):
+        rig = load_profile(repeat, data_dir).repeat_of
+        if not rig:
+            continue
+        for part in PARTS.values():
+            runs: dict[str, dict] = {}
+            for pt in load_points(part, data_dir, [rig, repeat]):
+                runs.setdefault(pt.name, {})[pt.rig] = pass_summary(pt)
+            for point, by_rig in sorted(runs.items()):
+                if len(by_rig) < 2:
+                    continue
+                for m in metrics:
+                    a, b = by_rig[repeat].get(m), by_rig[rig].get(m)
+                    rows.append({"rig": rig, "repeat": repeat, "part": part, "point": point, "metric": m,
+                                 "rig_prompts": by_rig[rig]["num_prompts"],
+                                 "repeat_prompts": by_rig[repeat]["num_prompts"], "rig_value": b, "repeat_value": a,
+                                 "difference_pct": 100 * (b / a - 1) if a else None})
+    return pd.DataFrame(rows, columns=["rig", "repeat", "part", "point", "metric", "rig_prompts", "repeat_prompts",
+                                       "rig_value", "repeat_value", "difference_pct"])

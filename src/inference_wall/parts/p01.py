@@ -182,6 +182,33 @@ def decode_table(data_dir=None, rigs=None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=None if rows else ["rig", "batch", "step_ms", "decode_tok_s"])
 
 
+def mixed_step_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """Inside each measured rate pass, from vLLM's stats lines (one per second): generation throughput in
+    intervals that also prefilled arriving prompts against intervals of decode alone, beside the generation
+    rate the offered load needs (offered requests a second x output tokens)."""
+    rows = []
+    for rig, points in measured_points(data_dir, rigs).items():
+        for name, pt in points.items():
+            rate = float(pt.params.get("offered_rate_rps", math.nan)) if pt.params.get("kind") == "rate" else math.nan
+            if not math.isfinite(rate):
+                continue
+            st = pt.stats_during()
+            busy = st[st["running"] > 0] if len(st) else st
+            if not len(busy):
+                continue
+            mixed, alone = busy[busy["prompt_tok_s"] > 0], busy[busy["prompt_tok_s"] == 0]
+            rows.append({"rig": rig, "point": name, "offered_rate_rps": rate,
+                         "needed_gen_tok_s": rate * pt.manifest["workload"]["output_len"],
+                         "gen_with_prefill_tok_s": mixed["gen_tok_s"].median() if len(mixed) else math.nan,
+                         "gen_decode_only_tok_s": alone["gen_tok_s"].median() if len(alone) else math.nan,
+                         "intervals_with_prefill_pct": 100 * len(mixed) / len(busy),
+                         "running_median": busy["running"].median(),
+                         "max_num_seqs": pt.manifest.get("max_num_seqs")})
+    cols = ["rig", "point", "offered_rate_rps", "needed_gen_tok_s", "gen_with_prefill_tok_s", "gen_decode_only_tok_s",
+            "intervals_with_prefill_pct", "running_median", "max_num_seqs"]
+    return pd.DataFrame(rows, columns=cols).sort_values(["rig", "offered_rate_rps"]).reset_index(drop=True)
+
+
 def rig_view(rig: str, data_dir=None, tables: dict | None = None) -> dict:
     """Everything part 1's claims and figures need about one rig, published or measured."""
     t = tables or {}
@@ -227,6 +254,7 @@ def rig_view(rig: str, data_dir=None, tables: dict | None = None) -> dict:
         flood = rates[~rates["offered_rate_rps"].apply(math.isfinite)]
         if len(flood):
             view["running_flood"] = flood.iloc[0]["running_max"]
+            view["max_num_seqs"] = flood.iloc[0]["max_num_seqs"]
     if view.get("weights_gib") and view.get("bandwidth_gb_s"):
         view["floor_ms"] = analysis.weight_stream_floor_ms(view["weights_gib"], view["bandwidth_gb_s"])
         if view.get("single_itl_ms"):
@@ -256,7 +284,8 @@ CLAIMS = [
     Claim("knee", "The server stops keeping up (completes under {keep_up_pct:.0f}% of what is offered) between rate "
           "{knee_offered_rate_low:g} and {knee_offered_rate_high:g} req/s.",
           "req/s", lambda v: v.get("knee_rps"), between("knee_offered_rate_low", "knee_offered_rate_high"), 0.0,
-          "the knee sits where the rig's decode ceiling is; a faster GPU moves it up in proportion"),
+          "the knee sits where the rig's throughput under a steady stream of arrivals runs out; that can be well "
+          "below its flood ceiling when steps that also prefill newcomers are slow (see Inside the knee)"),
     Claim("ceiling", "Flooded, it completes {knee_completed_rate_low:g} to {knee_completed_rate_high:g} requests a second, "
           "whatever the offered rate.", "req/s",
           lambda v: v.get("ceiling_rps"), between("knee_completed_rate_low", "knee_completed_rate_high"), 0.05,
