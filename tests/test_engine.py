@@ -264,3 +264,20 @@ def test_inside_the_knee_splits_each_rate_pass_by_prefill():
     assert mixed["intervals_with_prefill_pct"].between(0, 100).all()
     values = mixed[["gen_with_prefill_tok_s", "gen_decode_only_tok_s"]].stack().dropna()
     assert len(values) and (values >= 0).all()
+
+
+def test_a_part_page_names_the_points_that_did_not_complete(tmp_path):
+    from inference_wall.parts import unfinished_note
+
+    data = tmp_path / "data"
+    src = next(p for p in store.rig_dir(3, "cpu-tiny").iterdir() if (p / "manifest.json").exists())
+    import shutil
+
+    shutil.copytree(src, store.rig_dir(3, "box", data) / src.name)
+    assert unfinished_note(3, data, ["box"]) is None
+    broken = store.rig_dir(3, "box", data) / "mns-999"
+    broken.mkdir()
+    store.write_json_atomic(broken / "manifest.json", {"status": "interrupted", "error": "KeyboardInterrupt"})
+    note = unfinished_note(3, data, ["box"])
+    assert "box mns-999 (interrupted: KeyboardInterrupt)" in note and "PART=3" in note
+    assert unfinished_note(3, data, ["other"]) is None

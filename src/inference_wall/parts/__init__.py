@@ -89,6 +89,21 @@ def page_rigs(part, data_dir: Path | None = None, rigs: list[str] | None = None)
     return [PUBLISHED_RIG, *measured]
 
 
+def unfinished_note(part, data_dir: Path | None = None, rigs: list[str] | None = None) -> str | None:
+    """A line for a part's page naming the points of the shown rigs that exist but did not complete (failed or
+    interrupted runs keep a manifest saying so); the page leaves them out, `make reproduce` resumes them."""
+    from ..store import iter_points, part_name
+
+    left = [(rig, point.name, (m or {}).get("status", "incomplete"), " ".join(str((m or {}).get("error") or "").split()))
+            for _, rig, point, m in iter_points(data_dir, part, complete_only=False)
+            if (rigs is None or rig in rigs) and (m or {}).get("status") != "complete"]
+    if not left:
+        return None
+    items = ", ".join(f"{rig} {name} ({status}{': ' + error[:80] if error else ''})" for rig, name, status, error in left)
+    return (f"**Not shown:** points whose run did not complete: {items}. "
+            f"`make reproduce PART={int(part_name(part)[:2])} RIG=<rig>` resumes them; complete points are kept.")
+
+
 def notebook_run(part, mode: str, run_rig: str | None, data_dir: Path | None = None, **kwargs) -> None:
     """The run-mode cell of a part's notebook: run (or resume) the sweep for `run_rig`; replay does nothing."""
     if mode == "replay":
