@@ -5,6 +5,7 @@ A point is complete only when its manifest says so. The manifest is written last
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
@@ -183,6 +184,21 @@ def log_epoch(stamp: str, near_epoch: float, utc_offset_s: float = 0.0) -> float
     return best
 
 
+@functools.lru_cache(maxsize=512)
+def _bench_result(path: str, mtime_ns: int, size: int):
+    """A bench result, parsed once per file version (a page reads each several times; large ones are
+    megabytes of per-request arrays). Treat what it returns as read-only."""
+    from .logs import bench_from_dict
+
+    try:
+        raw = json.loads(read_text(Path(path)))
+    except ValueError as e:
+        from .errors import LogParseError
+
+        raise LogParseError(Path(path), getattr(e, "lineno", None), f"not valid JSON: {e}")
+    return bench_from_dict(raw, Path(path))
+
+
 class PointData:
     """One complete point: its manifest and lazy access to its raw files."""
 
@@ -198,16 +214,9 @@ class PointData:
         return [p for p in self.manifest.get("passes", []) if kind is None or p["kind"] == kind]
 
     def bench(self, label: str = "bench"):
-        from .logs import bench_from_dict
-
         path = open_artefact(self.path, f"{label}.json")
-        try:
-            raw = json.loads(read_text(path))
-        except ValueError as e:
-            from .errors import LogParseError
-
-            raise LogParseError(path, getattr(e, "lineno", None), f"not valid JSON: {e}")
-        return bench_from_dict(raw, path)
+        st = path.stat()
+        return _bench_result(str(path), st.st_mtime_ns, st.st_size)
 
     def server_log(self) -> str:
         return read_artefact(self.path, "server.log")

@@ -210,20 +210,21 @@ def mixed_step_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFra
 
 
 def rig_view(rig: str, data_dir=None, tables: dict | None = None) -> dict:
-    """Everything part 1's claims and figures need about one rig, published or measured."""
+    """Everything part 1's claims and figures need about one rig, published or measured (`tables`: the
+    page's tables, already loaded; any that is missing is loaded here)."""
     t = tables or {}
-    rates = t.get("rates", rate_table(data_dir))
+    rates = t["rates"] if "rates" in t else rate_table(data_dir)
     rates = rates[rates["rig"] == rig]
     view: dict = {"rig": rig, "rates": rates}
     if len(rates):
         view.update(analysis.knee(rates, KEEP_UP))
-    mem = t.get("memory", memory_table(data_dir))
+    mem = t["memory"] if "memory" in t else memory_table(data_dir)
     mem = mem[mem["rig"] == rig]
     if len(mem):
         view["memory"] = mem.iloc[0].to_dict()
         view["weights_gib"] = mem.iloc[0]["model_weights_gib"]
         view["concurrency_discount"] = mem.iloc[0]["concurrency_discount_x"]
-    cw = t.get("cold_warm", cold_warm_table(data_dir))
+    cw = t["cold_warm"] if "cold_warm" in t else cold_warm_table(data_dir)
     cw = cw[cw["rig"] == rig].set_index("server_state")
     if {"cold", "warm"} <= set(cw.index):
         view["cold_over_warm_p99"] = float(cw.loc["cold", "ttft_p99_ms"] / cw.loc["warm", "ttft_p99_ms"])
@@ -241,7 +242,7 @@ def rig_view(rig: str, data_dir=None, tables: dict | None = None) -> dict:
         bw = next((p.manifest.get("rig_info", {}).get("hbm_bandwidth_gb_s") for p in points.values()
                    if p.manifest.get("rig_info", {}).get("hbm_bandwidth_gb_s")), None)
         view["bandwidth_gb_s"] = bw
-        dec = t.get("decode", decode_table(data_dir))
+        dec = t["decode"] if "decode" in t else decode_table(data_dir)
         dec = dec[dec["rig"] == rig] if len(dec) else dec
         view["decode"] = dec
         if len(dec) >= 2:
