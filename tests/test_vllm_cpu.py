@@ -264,6 +264,10 @@ def test_the_fork_server_runs_the_cli_reports_failures_and_survives_them(tmp_pat
         assert forks.proc.poll() is None
         assert forks.run(["bench", "serve", "--help"], tmp_path / "help.log", {}, 120) == 0
         assert "usage: vllm bench serve" in (tmp_path / "help.log").read_text()
+        os.killpg(forks.proc.pid, signal.SIGKILL)  # dies between passes: the next one says so
+        forks.proc.wait(30)
+        with pytest.raises(BenchError, match="the bench fork server exited"):
+            forks.run(["bench", "serve", "--help"], tmp_path / "late.log", {}, 120)
     assert forks.proc.poll() is not None
 
 

@@ -114,8 +114,12 @@ class BenchForkServer:
     def run(self, argv: list[str], log_path: Path, env: dict[str, str] | None, timeout_s: float) -> int:
         self.wait_ready()
         job = {"argv": argv, "log": str(log_path), "env": {**(env or {}), "PYTHONUNBUFFERED": "1"}}
-        self.proc.stdin.write((json.dumps(job) + "\n").encode())
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write((json.dumps(job) + "\n").encode())
+            self.proc.stdin.flush()
+        except OSError:  # it died between passes
+            raise BenchError(f"the bench fork server exited (status {self.proc.poll()}); log {self.log_path}, "
+                             f"last lines:\n{tail(self.log_path)}") from None
         reply = self._line(timeout_s)
         if reply is None:
             self.close()
