@@ -33,8 +33,8 @@ for part in $PARTS; do
 done
 tar -C "$W/autotune" -cf "$OUT/autotune.tar" .
 cp "$W/autotune.log" "$OUT/" 2>/dev/null
-# only the points this call wrote (a file comes back only under 16 MiB: part 1 alone is about 18 MB
-# unpacked, so packing every committed point as well lost a whole call's points once)
+# only the points this call wrote (a file comes back only under 16 MiB; packing every committed point
+# as well once made the archive too large and lost a whole call's points)
 find data/runs/*/h200 -name manifest.json -newer "$stamp" -printf '%h\n' 2>/dev/null | sort > "$OUT/points.txt"
 tar -czf "$OUT/runs.tgz" -T "$OUT/points.txt"
 ls -l "$OUT/runs.tgz"; [ "$(stat -c %s "$OUT/runs.tgz")" -lt 16000000 ] || echo "h200-run: WARNING runs.tgz is over 16 MB and will not come back"

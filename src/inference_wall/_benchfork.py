@@ -4,8 +4,8 @@ Run by the vLLM interpreter as a plain script (it imports nothing from inference
 that interpreter may not have):  python _benchfork.py
 Each pass is still vLLM's own CLI: the child sets sys.argv to `vllm bench serve ...` (the same argv a
 subprocess pass would get) and calls `vllm.entrypoints.cli.main.main()`, with stdout and stderr on
-the pass's log. What it saves is the interpreter's start and vLLM's imports (about 15 s on 2 CPU
-cores, 28 s on the H200 host), paid once per session instead of once per pass; each pass still
+the pass's log. What it saves is the interpreter's start and vLLM's imports (`make bench` prints
+the client's overhead per pass of every committed run), paid once per session instead of once per pass; each pass still
 starts from the same freshly imported state, since the child is a copy of the preloaded parent.
 
 Protocol, one JSON object per line: the parent prints {"ready": true, "preload_s": ...} once its

@@ -85,6 +85,10 @@ class BenchForkServer:
     def enabled() -> bool:
         return os.environ.get("INFERENCE_WALL_BENCH_FORK", "1") != "0"
 
+    def _exited(self) -> BenchError:
+        return BenchError(f"the bench fork server exited (status {self.proc.poll()}); log {self.log_path}, "
+                          f"last lines:\n{tail(self.log_path)}")
+
     def _line(self, timeout_s: float) -> dict | None:
         deadline = time.monotonic() + timeout_s
         fd = self.proc.stdout.fileno()
@@ -96,8 +100,7 @@ class BenchForkServer:
             if r:
                 chunk = os.read(fd, 65536)
                 if not chunk:
-                    raise BenchError(f"the bench fork server exited (status {self.proc.poll()}); "
-                                     f"log {self.log_path}, last lines:\n{tail(self.log_path)}")
+                    raise self._exited()
                 self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         return json.loads(line)
@@ -118,8 +121,7 @@ class BenchForkServer:
             self.proc.stdin.write((json.dumps(job) + "\n").encode())
             self.proc.stdin.flush()
         except OSError:  # it died between passes
-            raise BenchError(f"the bench fork server exited (status {self.proc.poll()}); log {self.log_path}, "
-                             f"last lines:\n{tail(self.log_path)}") from None
+            raise self._exited() from None
         reply = self._line(timeout_s)
         if reply is None:
             self.close()

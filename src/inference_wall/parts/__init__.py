@@ -92,6 +92,7 @@ def page_rigs(part, data_dir: Path | None = None, rigs: list[str] | None = None)
 def unfinished_note(part, data_dir: Path | None = None, rigs: list[str] | None = None) -> str | None:
     """A line for a part's page naming the points of the shown rigs that exist but did not complete (failed or
     interrupted runs keep a manifest saying so); the page leaves them out, `make reproduce` resumes them."""
+    from ..schema import PARTS
     from ..store import iter_points, part_name
 
     left = [(rig, point.name, (m or {}).get("status", "incomplete"), " ".join(str((m or {}).get("error") or "").split()))
@@ -99,9 +100,10 @@ def unfinished_note(part, data_dir: Path | None = None, rigs: list[str] | None =
             if (rigs is None or rig in rigs) and (m or {}).get("status") != "complete"]
     if not left:
         return None
+    number = next(n for n, name in PARTS.items() if name == part_name(part))
     items = ", ".join(f"{rig} {name} ({status}{': ' + error[:80] if error else ''})" for rig, name, status, error in left)
     return (f"**Not shown:** points whose run did not complete: {items}. "
-            f"`make reproduce PART={int(part_name(part)[:2])} RIG=<rig>` resumes them; complete points are kept.")
+            f"`make reproduce PART={number} RIG=<rig>` resumes them; complete points are kept.")
 
 
 def notebook_run(part, mode: str, run_rig: str | None, data_dir: Path | None = None, **kwargs) -> None:
