@@ -4,11 +4,12 @@
 # what came out into $OUT (at most 8 files come back: one archive of the raw runs, the autotune
 # cache, the logs).
 #
-#   bash gpu/h200-run.sh "3 1" 8      # parts 3 then 1, stop starting new points after ~8 minutes
+#   bash gpu/h200-run.sh "3 1" 8      # parts 3 then 1 on rig h200, stop starting new points after ~8 minutes
+#   bash gpu/h200-run.sh "3:h200-a10g-kv:mns-256 1:h200-a10g-kv" 8   # PART[:RIG[:POINT,POINT...]] items
 set -uo pipefail
-PARTS=${1:?parts, e.g. "3 1"}
+PARTS=${1:?parts, e.g. "3 1" or "3:h200:mns-064,mns-512"}
 BUDGET_MIN=${2:?budget in minutes}
-EXTRA=${3:-}  # more reproduce options, e.g. "--points mns-256 mns-064"
+EXTRA=${3:-}  # more reproduce options for every item
 OUT=${OUT:-/tmp/h200-out}
 mkdir -p "$OUT"
 ls /opt/wallsite/.installed-* >/dev/null 2>&1 || { echo "COLD: the staged vLLM is not installed on this host"; exit 3; }
@@ -24,18 +25,21 @@ export TRITON_CACHE_DIR=$W/triton VLLM_CACHE_ROOT=$W/vllm
 [ -f gpu/cache/autotune.tar ] && tar -C "$W/autotune" -xf gpu/cache/autotune.tar
 
 stamp=$(mktemp); status=0
-for part in $PARTS; do
+for item in $PARTS; do
+  IFS=: read -r part rig points <<< "$item"
+  rig=${rig:-h200}
   left=$(( (end - $(date +%s)) / 60 ))
-  [ "$left" -ge 2 ] || { echo "h200-run: no time left for part $part"; break; }
-  echo "h200-run: part $part, budget $left min"
-  make reproduce PART="$part" RIG=h200 PYTHON=python3 ARGS="--budget-min $left $EXTRA" 2>&1 | tee -a "$OUT/reproduce.log"
+  [ "$left" -ge 2 ] || { echo "h200-run: no time left for part $part on $rig"; break; }
+  echo "h200-run: part $part, rig $rig, budget $left min${points:+, points $points}"
+  make reproduce PART="$part" RIG="$rig" PYTHON=python3 \
+    ARGS="--budget-min $left $EXTRA${points:+ --points ${points//,/ }}" 2>&1 | tee -a "$OUT/reproduce.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
 tar -C "$W/autotune" -cf "$OUT/autotune.tar" .
 cp "$W/autotune.log" "$OUT/" 2>/dev/null
 # only the points this call wrote (a file comes back only under 16 MiB; packing every committed point
 # as well once made the archive too large and lost a whole call's points)
-find data/runs/*/h200 -name manifest.json -newer "$stamp" -printf '%h\n' 2>/dev/null | sort > "$OUT/points.txt"
+find data/runs/*/h200* -name manifest.json -newer "$stamp" -printf '%h\n' 2>/dev/null | sort > "$OUT/points.txt"
 tar -czf "$OUT/runs.tgz" -T "$OUT/points.txt"
 ls -l "$OUT/runs.tgz"; [ "$(stat -c %s "$OUT/runs.tgz")" -lt 16000000 ] || echo "h200-run: WARNING runs.tgz is over 16 MB and will not come back"
 du -sh "$W"/* 2>/dev/null

@@ -197,9 +197,15 @@ _STARTUP_PATTERNS: dict[str, re.Pattern[str]] = {
     "init_engine": re.compile(r"init engine(?: \([^)]*\))? took " + _NUM + r" (?:s|secs?|seconds)\b"),
     # "Using max model len 262144"
     "max_model_len": re.compile(r"Using max model len " + _NUM),
+    # Hybrid models (0.2x): "Setting attention block size to 528 tokens to ensure that attention page size is
+    # >= mamba page size."
+    "block_size": re.compile(r"Setting attention block size to " + _NUM + r" tokens"),
+    # "Overriding num_gpu_blocks=7302 with num_gpu_blocks_override=586"
+    "num_gpu_blocks_override": re.compile(r"Overriding num_gpu_blocks=" + _NUM + r" with num_gpu_blocks_override=" + _NUM),
 }
 
-_STARTUP_KEYWORDS = ("took", "takes", "KV cache", "version", "concurrency", "max model len")  # cheap pre-filter
+_STARTUP_KEYWORDS = ("took", "takes", "KV cache", "version", "concurrency", "max model len", "block size",
+                     "num_gpu_blocks")  # cheap pre-filter
 _HEALTHY_MARKERS = ("Application startup complete", "Starting vLLM server on", "Starting vLLM API server")
 
 _WHERE_TO_LOOK = {
@@ -244,6 +250,9 @@ class StartupReport:
     max_concurrency: float | None = None
     max_concurrency_tokens_per_request: int | None = None
     max_model_len: int | None = None
+    block_size: int | None = None  # tokens per attention page, where the log says (hybrid models)
+    num_gpu_blocks: int | None = None  # the pool's own size, where the log says (with an override)
+    num_gpu_blocks_override: int | None = None
     torch_compile_s: float | None = None
     profile_warmup_s: float | None = None
     graph_capture_s: float | None = None
@@ -318,6 +327,10 @@ def _startup_line(r: StartupReport, msg: str) -> None:
             r.init_engine_compile_s = _num(c[1])
     if r.max_model_len is None and (m := p["max_model_len"].search(msg)):
         r.max_model_len = int(_num(m[1]))
+    if r.block_size is None and (m := p["block_size"].search(msg)):
+        r.block_size = int(_num(m[1]))
+    if r.num_gpu_blocks_override is None and (m := p["num_gpu_blocks_override"].search(msg)):
+        r.num_gpu_blocks, r.num_gpu_blocks_override = int(_num(m[1])), int(_num(m[2]))
 
 
 # ---------------------------------------------------------------------------------------------

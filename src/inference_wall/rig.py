@@ -30,6 +30,8 @@ class RigProfile:
     overrides: dict[str, dict] = field(default_factory=dict)  # part name -> parameter overrides
     method_only: bool = False  # a test rig: shown on the method page, not beside real GPUs in the parts
     repeat_of: str | None = None  # another run of that rig (same host and stack): compared on the rigs page
+    emulates: str | None = None  # an emulation rig: the property of another GPU it reproduces, in words
+    does_not_emulate: list[str] = field(default_factory=list)  # what it cannot reproduce (bandwidth, compute)
     has_profile: bool = False
 
     def for_part(self, part_name: str) -> dict:
@@ -37,7 +39,7 @@ class RigProfile:
 
 
 PROFILE_KEYS = {"description", "serve_args", "env", "notes", "model_preset", "model_source", "overrides",
-                "method_only", "repeat_of"}
+                "method_only", "repeat_of", "emulates", "does_not_emulate"}
 
 
 def load_profile(rig: str, data_dir: Path | None = None) -> RigProfile:

@@ -38,10 +38,23 @@ def parameters(part, rig: str, data_dir: Path | None = None, overrides: dict | N
     return params
 
 
+def rig_pools(part, profile, params: dict, data_dir: Path | None = None) -> dict:
+    """The rig's KV pool per model preset the part serves, where known (see kvcache.rig_pool)."""
+    from ..kvcache import rig_pool
+
+    presets = {profile.model_preset, params.get("small_preset")} - {None}
+    where = rig_dir(module(part).NAME, profile.name, data_dir)
+    return {pre: rig_pool(where, pre, data_dir, profile.serve_args) for pre in presets}
+
+
+def _plan(mod, params: dict, profile, data_dir: Path | None = None):
+    return mod.plan(params, profile, pools=rig_pools(mod.NAME, profile, params, data_dir))
+
+
 def plan(part, rig: str, data_dir: Path | None = None, overrides: dict | None = None):
     mod = module(part)
     profile = load_profile(rig, data_dir)
-    return mod.plan(parameters(part, rig, data_dir, overrides), profile)
+    return _plan(mod, parameters(part, rig, data_dir, overrides), profile, data_dir)
 
 
 def run(part, rig: str, data_dir: Path | None = None, model_source: str | None = None,
@@ -55,7 +68,7 @@ def run(part, rig: str, data_dir: Path | None = None, model_source: str | None =
             raise UserError(f"unknown model source {model_source!r}; valid: {', '.join(MODEL_SOURCES)}")
         profile.model_source = model_source
     params = parameters(part, rig, data_dir, overrides)
-    plans = mod.plan(params, profile)
+    plans = _plan(mod, params, profile, data_dir)
     if points:
         valid = [p.name for p in plans]
         unknown = [p for p in points if p not in valid]

@@ -53,7 +53,7 @@ def flood_capacity_rps(rig_dir) -> float:
         raise UserError(f"relative rates need the flood point first ({rig_dir / 'flood'}): {e}")
 
 
-def plan(p: dict, profile) -> list[PointPlan]:
+def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
     mns = p["max_num_seqs"]
     session = f"main-mns-{mns}"
 

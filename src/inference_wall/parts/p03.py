@@ -16,8 +16,11 @@ from ..sweep import PassPlan, PointPlan
 NAME = "03-batching-cliff"
 NOTEBOOK = "notebooks/03-batching-cliff.md"
 
+SERIES_CAPS = [1, 4, 16, 64, 256]  # the series' caps
+
 DEFAULTS = {
-    "caps": [1, 4, 16, 64, 256],
+    "caps": None,  # None: the series' caps, extended by doublings up to the rig's KV admission limit (caps_for)
+    "max_cap": 4096,  # the largest cap an automatic list may reach
     "input_len": 256,
     "output_len": 128,
     "waves": 4,  # prompts per pass = waves x cap, clamped: each slot turns over `waves` times, and raised so
@@ -44,9 +47,34 @@ def point_name(cap: int, small: bool = False) -> str:
     return f"{'small-' if small else ''}mns-{cap:03d}"
 
 
-def plan(p: dict, profile) -> list[PointPlan]:
+def caps_for(p: dict, pool=None) -> list[int]:
+    """The caps to run: `caps` if given; else the series' caps below the rig's admission limit (requests of
+    input+output tokens its KV pool holds at once), doubling past the series' top cap while under it, and
+    ending with the first cap at or over it (where the pool, not the cap, bounds the batch). Without a
+    known pool (no server started on the rig yet), the series' caps."""
+    if p["caps"]:
+        return [int(c) for c in p["caps"]]
+    if pool is None:
+        return list(SERIES_CAPS)
+    limit = pool.admission_limit(p["input_len"] + p["output_len"])
+    caps = [c for c in SERIES_CAPS if c < limit]
+    cap = SERIES_CAPS[-1]
+    while caps[-1:] == [cap] and cap < limit and cap * 2 <= p["max_cap"]:
+        cap *= 2
+        caps.append(cap)
+    over = next((c for c in [*SERIES_CAPS, cap] if c >= limit), None)
+    if over is not None and over not in caps and over <= p["max_cap"]:
+        caps.append(over)
+    return caps
+
+
+def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
+    """`pools`: the rig's KV pool per model preset where known (kvcache.rig_pool), for the automatic caps."""
+    pools = pools or {}
     plans = []
-    for small, caps in ((False, p["caps"]), (True, p["small_caps"] or p["caps"] if p["small_preset"] else [])):
+    main_caps = caps_for(p, pools.get(profile.model_preset))
+    small_caps = (p["small_caps"] or caps_for(p, pools.get(p["small_preset"]))) if p["small_preset"] else []
+    for small, caps in ((False, main_caps), (True, small_caps)):
         for cap in caps:
             name = point_name(cap, small)
             spec = PassSpec(num_prompts=prompts_for_cap(cap, p), seed=p["seed"])

@@ -1,0 +1,90 @@
+"""The KV pool read from a server's log and the admission limit it implies."""
+from __future__ import annotations
+
+import pytest
+
+from inference_wall.kvcache import KVPool, ModelLayout, pool_from_concurrency, pool_from_report
+from inference_wall.logs import parse_startup
+from inference_wall.parts import p03
+
+HYBRID = {"text_config": {"layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 8}}
+DENSE = {"num_hidden_layers": 24}
+
+
+def test_hybrid_layout_groups_layers_like_vllm():
+    layout = ModelLayout.from_config(HYBRID)
+    assert (layout.attention_groups, layout.state_groups) == (1, 3)
+    assert layout.pages_per_request(384, 528) == 4
+    assert layout.pages_per_request(2048, 528) == 7  # 4 attention pages + 3 state pages
+    assert layout.pages_per_request(529, 528) == 5
+
+
+def test_dense_layout_has_no_state_pages():
+    layout = ModelLayout.from_config(DENSE)
+    assert (layout.attention_groups, layout.state_groups) == (1, 0)
+    assert layout.pages_per_request(384, 16) == 24
+
+
+def test_a10g_pool_from_the_posts_concurrency_line():
+    # The post prints "83.7x" for 2,048 tokens: one decimal.
+    pool = pool_from_concurrency(83.7, 2048, 528, ModelLayout.from_config(HYBRID), digits=1)
+    assert pool.num_blocks_low <= 586 <= pool.num_blocks_high
+    assert pool.admission_interval(384) == (146, 146)
+
+
+def test_admission_limit_moves_with_the_pool_and_the_length():
+    layout = ModelLayout.from_config(HYBRID)
+    small, large = KVPool(586, 528, layout, 586, 586, "t"), KVPool(7302, 528, layout, 7302, 7302, "t")
+    assert small.admission_limit(384) < large.admission_limit(384)
+    assert small.admission_limit(2048) < small.admission_limit(384)
+    assert KVPool(5, 528, layout, 5, 5, "t").admission_limit(384) == 1  # one page is vLLM's null block
+
+
+LOG_022 = """\
+(EngineCore pid=1) INFO 11-30 08:12:47 [interface.py:649] Setting attention block size to 528 tokens to ensure that attention page size is >= mamba page size.
+(EngineCore pid=1) INFO 11-30 08:12:55 [kv_cache_utils.py:1733] GPU KV cache size: 3,828,350 tokens
+(EngineCore pid=1) INFO 11-30 08:12:55 [kv_cache_utils.py:1734] Maximum concurrency for 262,144 tokens per request: 14.60x
+"""
+
+LOG_OVERRIDE = """\
+(EngineCore pid=1) INFO 12-01 02:00:00 [interface.py:649] Setting attention block size to 528 tokens to ensure that attention page size is >= mamba page size.
+(EngineCore pid=1) INFO 12-01 02:00:01 [kv_cache_utils.py:2022] Overriding num_gpu_blocks=7302 with num_gpu_blocks_override=586
+(EngineCore pid=1) INFO 12-01 02:00:01 [kv_cache_utils.py:1733] GPU KV cache size: 171,428 tokens
+(EngineCore pid=1) INFO 12-01 02:00:01 [kv_cache_utils.py:1734] Maximum concurrency for 2,048 tokens per request: 83.71x
+"""
+
+
+def test_pool_from_a_022_log_uses_the_token_count():
+    pool = pool_from_report(parse_startup(LOG_022), ModelLayout.from_config(HYBRID))
+    assert (pool.num_blocks_low, pool.num_blocks_high) == (7302, 7302)  # 3,828,350 x 500 / 262,144
+    assert pool.block_size == 528
+
+
+def test_pool_from_an_override_is_exact():
+    report = parse_startup(LOG_OVERRIDE)
+    assert (report.num_gpu_blocks, report.num_gpu_blocks_override) == (7302, 586)
+    pool = pool_from_report(report, ModelLayout.from_config(HYBRID))
+    assert pool.num_blocks == 586 and pool.admission_limit(384) == 146
+
+
+def test_hybrid_pool_needs_the_block_size():
+    text = LOG_022.splitlines(keepends=True)[1:]
+    assert pool_from_report(parse_startup("".join(text)), ModelLayout.from_config(HYBRID)) is None
+
+
+@pytest.mark.parametrize("blocks, expected", [
+    (None, [1, 4, 16, 64, 256]),  # unknown pool: the series' caps
+    (586, [1, 4, 16, 64, 256]),  # limit 146: 256 is the first cap over it
+    (7302, [1, 4, 16, 64, 256, 512, 1024, 2048]),  # limit 1,825: doublings, then the first over it
+    (41, [1, 4, 16]),  # limit 10: stop at the first cap over it
+])
+def test_automatic_caps_follow_the_admission_limit(blocks, expected):
+    p = dict(p03.DEFAULTS)
+    pool = None if blocks is None else KVPool(blocks, 528, ModelLayout.from_config(HYBRID), blocks, blocks, "t")
+    assert p03.caps_for(p, pool) == expected
+
+
+def test_given_caps_win_and_max_cap_bounds_the_list():
+    pool = KVPool(7302, 528, ModelLayout.from_config(HYBRID), 7302, 7302, "t")
+    assert p03.caps_for({**p03.DEFAULTS, "caps": [2, 8]}, pool) == [2, 8]
+    assert p03.caps_for({**p03.DEFAULTS, "max_cap": 1024}, pool) == [1, 4, 16, 64, 256, 512, 1024]
