@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
+from .redact import redact_env
 from .store import DATA_DIR, check_rig_name
 
 
@@ -71,6 +72,15 @@ def _run(cmd: list[str], timeout: float = 60) -> str | None:
 
 
 ENV_PREFIXES = ("VLLM_", "TRITON_", "TORCH", "WALL_", "HF_", "TRANSFORMERS_", "NCCL_", "OMP_")
+ENV_NAMES = ("PYTHONPATH", "CUDA_VISIBLE_DEVICES")
+
+
+def recorded_environment(environ) -> dict[str, str]:
+    """The allow-listed variables (ENV_PREFIXES, ENV_NAMES) of `environ`, secret-named ones redacted
+    (HF_TOKEN and VLLM_API_KEY match the prefixes: their names are recorded, their values never)."""
+    return redact_env({k: v for k, v in sorted(environ.items()) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES})
+
+
 NVIDIA_FIELDS = ["name", "memory.total", "driver_version", "clocks.max.sm", "clocks.max.memory", "power.limit"]
 
 # Runs under the vLLM interpreter: versions, and on CUDA a large device-to-device copy timed with events.
@@ -121,8 +131,7 @@ def capture(python: str, bandwidth: bool = True, env: dict | None = None) -> dic
                   "utc_offset_s": -(time.altzone if time.daylight and time.localtime().tm_isdst else time.timezone)}
     # The environment that shapes a run beyond the command line (rig profiles add to it; a host's own
     # wrapper may set more, e.g. a Triton autotune cache): recorded, so a deviation is never invisible.
-    info["environment"] = {k: v for k, v in sorted(os.environ.items())
-                           if k.startswith(ENV_PREFIXES) or k in ("PYTHONPATH", "CUDA_VISIBLE_DEVICES")}
+    info["environment"] = recorded_environment(os.environ)
     if shutil.which("nvidia-smi"):
         out = _run(["nvidia-smi", f"--query-gpu={','.join(NVIDIA_FIELDS)}", "--format=csv,noheader"])
         if out:

@@ -14,6 +14,7 @@ prompt set from cache); a measured point uses the same seed on every rig.
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from . import __version__
 from .bench import BenchForkServer, PassSpec, Workload, run_pass
 from .errors import UserError
 from .modelkit import ModelSpec
+from .redact import redact_argv, redact_record, redact_server_info, scrub_files, secret_values
 from .rig import RigProfile
 from .server import ServerSpec, TerminateAsInterrupt, VllmServer
 from .store import (compress_large, fresh_point_dir, is_complete, read_manifest, request_throughput,
@@ -209,7 +211,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                 warmed = True  # a cold_start point warms the server with its own passes
                 _snapshot(server, pdir / "metrics-before.prom")
                 if index == 0 and server_info is not None:
-                    (pdir / "server_info.json").write_text(server_info)
+                    (pdir / "server_info.json").write_text(redact_server_info(server_info, _secrets(ctx)))
                 warm_rps = None
                 for p in passes:
                     spec = p.spec
@@ -238,6 +240,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                 raise SweepFailed(f"point {point.name} failed: {e}; rerun the same command to redo it "
                                   f"(complete points are kept)") from None
             new_offset = _copy_log_slice(log_path, log_offset, pdir / "server.log")
+            scrub_files(pdir, _secrets(ctx))
             compress_large(pdir)
             manifest = _manifest(point, ctx, model, records, {**session, "index": index, "log_slice": [log_offset, new_offset],
                                                               "has_startup": index == 0}, "complete", pdir)
@@ -285,8 +288,21 @@ def _copy_log_slice(log_path: Path, start: int, dest: Path) -> int:
     return start + len(data)
 
 
+def _secrets(ctx: SweepContext) -> set[str]:
+    """Values of the secret-named variables and flags the server and client see: never written (see redact)."""
+    return secret_values({**os.environ, **ctx.server_env, **ctx.rig.env}, [*ctx.serve_args, *ctx.rig.serve_args])
+
+
 def _manifest(point: PointPlan, ctx: SweepContext, model: ModelSpec, records: list[dict], session: dict | None,
               status: str, pdir: Path, error: str | None = None) -> dict:
+    records = [{**r, "command": redact_argv(r["command"])} if "command" in r else r for r in records]
+    if session and session.get("server_command"):
+        session = {**session, "server_command": redact_argv(session["server_command"])}
+    return redact_record(_manifest_fields(point, ctx, model, records, session, status, pdir, error), _secrets(ctx))
+
+
+def _manifest_fields(point: PointPlan, ctx: SweepContext, model: ModelSpec, records: list[dict],
+                     session: dict | None, status: str, pdir: Path, error: str | None) -> dict:
     return {
         "status": status,
         "error": error,
@@ -317,6 +333,7 @@ def _record_failure(pdir: Path, point: PointPlan, ctx: SweepContext, model: Mode
     _copy_log_slice(log_path, offset, pdir / "server.log")
     message = " ".join(str(exc).split()) or type(exc).__name__
     (pdir / "error.txt").write_text("".join(traceback.format_exception(exc)))
+    scrub_files(pdir, _secrets(ctx))
     write_json_atomic(pdir / "manifest.json",
                       _manifest(point, ctx, model, records, session or {"id": session_id}, status, pdir, message))
 

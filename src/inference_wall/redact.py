@@ -1,0 +1,150 @@
+"""No secrets in records: what a run writes (manifests, /server_info, logs) never holds a token or key.
+
+Two defences. By name: a variable or record key named like a secret (HF_TOKEN, VLLM_API_KEY, *_SECRET,
+*_PASSWORD, GOOGLE_APPLICATION_CREDENTIALS, ...) keeps its name and loses its value. By value: the values
+of the secret-named variables a run could see are replaced wherever they appear in a file it wrote, so a
+log line that echoes one (an exception, vLLM's "non-default args") cannot leak it either.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+REDACTED = "<redacted>"
+# Whole name parts (split at '_', '-', '.'): HF_TOKEN and VLLM_API_KEY are secrets, while
+# VLLM_MAX_BAD_WORDS_TOTAL_TOKENS and TOKENIZERS_PARALLELISM are settings worth recording.
+_SECRET_PARTS = {"TOKEN", "KEY", "KEYS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
+                 "CREDENTIALS", "AUTH", "COOKIE", "PRIVATE", "SIGNATURE"}
+_SECRET_SUFFIXES = ("TOKEN", "APIKEY", "SECRET", "PASSWORD", "PASSWD")  # HFTOKEN, OPENAIAPIKEY
+_MIN_SECRET_LEN = 6  # shorter values ("1", "true") would scrub ordinary text
+
+# Well-known token formats, for scanning what is already written.
+TOKEN_PATTERNS = [
+    re.compile(r"\bhf_[A-Za-z0-9]{30,}"),  # Hugging Face
+    re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_-]{20,}"),  # OpenAI-style API keys
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{30,}"),  # GitHub
+    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),  # AWS access key id
+    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),  # Slack
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+]
+_ASSIGNMENT = re.compile(r"\b([A-Z][A-Z0-9_]*)=([^\s'\",]+)")  # NAME=value, as environments print
+
+
+def is_secret_name(name: str) -> bool:
+    parts = [p for p in re.split(r"[^A-Za-z0-9]+", str(name).upper()) if p]
+    return any(p in _SECRET_PARTS or p.endswith(_SECRET_SUFFIXES) for p in parts)
+
+
+def redact_env(env: Mapping[str, object] | None) -> dict:
+    """A copy of `env` with the value of every secret-named variable replaced by REDACTED."""
+    return {k: (REDACTED if is_secret_name(k) and v not in (None, "") else v) for k, v in (env or {}).items()}
+
+
+def secret_values(env: Mapping[str, str] | None = None, argv: Iterable[str] = ()) -> set[str]:
+    """The values worth scrubbing from text: secret-named variables' and secret-named flags' values."""
+    values = {str(v) for k, v in (env or {}).items() if is_secret_name(k) and v is not None}
+    args = list(argv)
+    for i, arg in enumerate(args):
+        if arg.startswith("--") and is_secret_name(arg.split("=", 1)[0]):
+            values.add(arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else ""))
+    return {v for v in values if len(v) >= _MIN_SECRET_LEN and v != REDACTED}
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """A command line with the values of secret-named flags (--api-key X, --hf-token=X) replaced."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        arg = str(arg)
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+        elif arg.startswith("--") and is_secret_name(arg.split("=", 1)[0]):
+            if "=" in arg:
+                out.append(arg.split("=", 1)[0] + "=" + REDACTED)
+            else:
+                out.append(arg)
+                hide_next = True
+        else:
+            out.append(arg)
+    return out
+
+
+def scrub_text(text: str, values: Iterable[str]) -> str:
+    for v in sorted(set(values), key=len, reverse=True):
+        text = text.replace(v, REDACTED)
+    return _ASSIGNMENT.sub(lambda m: f"{m[1]}={REDACTED}" if is_secret_name(m[1]) and m[2] != REDACTED else m[0],
+                           text)
+
+
+def redact_record(obj, values: Iterable[str] = ()):
+    """A copy of a JSON-like record: secret-named keys with string values lose them, secret values anywhere
+    in strings are replaced, and `KEY=value` lines (vLLM's system_env.env_vars) are redacted by name."""
+    values = set(values)
+
+    def walk(x):
+        if isinstance(x, dict):
+            return {k: (REDACTED if is_secret_name(k) and isinstance(v, str) and v else walk(v)) for k, v in x.items()}
+        if isinstance(x, list):
+            return [walk(v) for v in x]
+        if isinstance(x, str):
+            return scrub_text(x, values)
+        return x
+
+    return walk(obj)
+
+
+def redact_server_info(text: str, values: Iterable[str] = ()) -> str:
+    """vLLM's /server_info (vllm_config, vllm_env, system_env) with secrets redacted; text that is not
+    JSON is scrubbed as text."""
+    try:
+        info = json.loads(text)
+    except ValueError:
+        return scrub_text(text, values)
+    return json.dumps(redact_record(info, values), indent=1)
+
+
+def scrub_files(folder: Path, values: Iterable[str], skip: Iterable[str] = ()) -> None:
+    """Replace secret values in every plain text file of `folder` (before compression)."""
+    values = set(values)
+    if not values:
+        return
+    for f in Path(folder).iterdir():
+        if not f.is_file() or f.suffix == ".gz" or f.name in set(skip):
+            continue
+        try:
+            text = f.read_text(errors="surrogateescape")
+        except OSError:
+            continue
+        clean = text
+        for v in sorted(values, key=len, reverse=True):
+            clean = clean.replace(v, REDACTED)
+        if clean != text:
+            f.write_text(clean, errors="surrogateescape")
+
+
+def find_secrets(text: str, values: Iterable[str] = ()) -> list[str]:
+    """What in `text` looks like a secret: a known token format, a secret-named `NAME=value` assignment, or one
+    of `values`. Returns short descriptions (never the whole secret)."""
+    found = [f"{p.pattern[:20]}... at {m.start()}" for p in TOKEN_PATTERNS for m in p.finditer(text)]
+    found += [f"{m[1]}=... at {m.start()}" for m in _ASSIGNMENT.finditer(text)
+              if is_secret_name(m[1]) and m[2] != REDACTED]
+    found += [f"a secret value at {text.find(v)}" for v in values if v and v in text]
+    return found
+
+
+def find_secrets_in_record(obj, path: str = "") -> list[str]:
+    """Secret-named keys of a JSON-like record whose values are non-empty strings other than REDACTED."""
+    found: list[str] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if is_secret_name(k) and isinstance(v, str) and v and v != REDACTED:
+                found.append(f"{path}/{k}")
+            else:
+                found += find_secrets_in_record(v, f"{path}/{k}")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            found += find_secrets_in_record(v, f"{path}/{i}")
+    return found

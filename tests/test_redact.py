@@ -1,0 +1,85 @@
+"""No secrets in records: the redaction rules, and a scan of every committed file under data/."""
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from inference_wall.redact import (REDACTED, find_secrets, find_secrets_in_record, is_secret_name, redact_argv,
+                                   redact_env, redact_server_info, secret_values)
+from inference_wall.rig import recorded_environment
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", ["HF_TOKEN", "VLLM_API_KEY", "HUGGING_FACE_HUB_TOKEN", "AWS_SECRET_ACCESS_KEY",
+                                  "MY_SERVICE_PASSWORD", "GOOGLE_APPLICATION_CREDENTIALS", "OPENAI_APIKEY",
+                                  "hf_token", "--api-key", "GITHUB_TOKEN", "DB_PASSWD"])
+def test_secret_names(name):
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize("name", ["VLLM_MAX_BAD_WORDS_TOTAL_TOKENS", "TOKENIZERS_PARALLELISM", "PYTHONPATH",
+                                  "VLLM_USE_FASTOKENS", "max_num_batched_tokens", "PWD", "OMP_NUM_THREADS",
+                                  "tokenizer"])
+def test_settings_are_not_secrets(name):
+    assert not is_secret_name(name)
+
+
+def test_recorded_environment_is_an_allow_list_with_secrets_redacted():
+    env = recorded_environment({"HF_TOKEN": "hf_x" * 10, "VLLM_API_KEY": "k" * 20, "VLLM_LOG_STATS_INTERVAL": "1",
+                                "AWS_SECRET_ACCESS_KEY": "s" * 20, "HOME": "/root", "PYTHONPATH": "/src"})
+    assert env == {"HF_TOKEN": REDACTED, "VLLM_API_KEY": REDACTED, "VLLM_LOG_STATS_INTERVAL": "1", "PYTHONPATH": "/src"}
+
+
+def test_commands_and_server_info_lose_secret_values():
+    assert redact_argv(["serve", "m", "--api-key", "abcdefgh", "--hf-token=xyz12345", "--port", "8000"]) == \
+        ["serve", "m", "--api-key", REDACTED, f"--hf-token={REDACTED}", "--port", "8000"]
+    values = secret_values({"HF_TOKEN": "hf_secretvalue", "OMP_NUM_THREADS": "2"}, ["--api-key", "cli-secret"])
+    assert values == {"hf_secretvalue", "cli-secret"}
+    info = json.dumps({"vllm_env": {"VLLM_API_KEY": "cli-secret", "VLLM_MAX_BAD_WORDS_TOTAL_TOKENS": 1024},
+                       "system_env": {"env_vars": "HF_TOKEN=whatever123\nOMP_NUM_THREADS=2\n"},
+                       "vllm_config": {"note": "echo hf_secretvalue"}})
+    out = redact_server_info(info, values)
+    assert "cli-secret" not in out and "whatever123" not in out and "hf_secretvalue" not in out
+    parsed = json.loads(out)
+    assert parsed["vllm_env"]["VLLM_MAX_BAD_WORDS_TOTAL_TOKENS"] == 1024
+    assert "OMP_NUM_THREADS=2" in parsed["system_env"]["env_vars"]
+    assert redact_env({"X_TOKEN": "", "Y_KEY": "v"}) == {"X_TOKEN": "", "Y_KEY": REDACTED}
+
+
+def test_scanner_finds_token_formats_and_secret_assignments():
+    assert find_secrets("token hf_" + "a" * 34)
+    assert find_secrets("export HF_TOKEN=abc123")
+    assert not find_secrets(f"HF_TOKEN={REDACTED} key=(1, 32) VLLM_MAX_BAD_WORDS_TOTAL_TOKENS=1024")
+    assert find_secrets_in_record({"a": [{"api_key": "x"}]}) == ["/a/0/api_key"]
+    assert not find_secrets_in_record({"api_key": None, "HF_TOKEN": REDACTED})
+
+
+def _committed_files(folder: str) -> list[Path]:
+    try:
+        out = subprocess.run(["git", "ls-files", folder], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return sorted(p for p in (ROOT / folder).rglob("*") if p.is_file())
+    return [ROOT / line for line in out.splitlines()]
+
+
+def test_no_committed_data_file_holds_a_secret():
+    files = _committed_files("data")
+    assert any(f.name == "manifest.json" for f in files)
+    found = {}
+    for f in files:
+        raw = f.read_bytes()
+        text = (gzip.decompress(raw) if f.suffix == ".gz" else raw).decode(errors="replace")
+        hits = find_secrets(text)
+        if f.name.endswith((".json", ".json.gz")):
+            try:
+                hits += find_secrets_in_record(json.loads(text))
+            except ValueError:
+                pass
+        if hits:
+            found[str(f.relative_to(ROOT))] = hits[:3]
+    assert not found, found

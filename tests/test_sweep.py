@@ -1,0 +1,83 @@
+"""The sweep's run path against a fake vLLM (tests/fake_vllm.py): what it writes, and what it never writes."""
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import fake_vllm
+from inference_wall.bench import PassSpec, Workload
+from inference_wall.modelkit import ModelSpec
+from inference_wall.rig import RigProfile, capture
+from inference_wall.sweep import PassPlan, PointPlan, SweepContext, run_sweep
+
+FAKE_SECRETS = {
+    "HF_TOKEN": "hf_FAKEfakeFAKEfakeFAKEfakeFAKEfake0123",
+    "VLLM_API_KEY": "fake-vllm-api-key-0123456789",
+    "MY_SERVICE_PASSWORD": "fake-password-0123456789",
+    "AWS_SECRET_ACCESS_KEY": "fake/aws/secret/0123456789",
+}
+
+
+@pytest.fixture
+def fake_vllm_env(tmp_path, monkeypatch):
+    """A fake vLLM importable by this interpreter, server registry in tmp, bench passes as processes."""
+    path = fake_vllm.install(tmp_path / "fakevllm")
+    monkeypatch.setenv("PYTHONPATH", path)
+    monkeypatch.setenv("INFERENCE_WALL_BENCH_FORK", "0")
+    from inference_wall import server
+
+    monkeypatch.setattr(server, "REGISTRY", tmp_path / "registry")
+    return tmp_path
+
+
+def _context(tmp_path: Path, rig: RigProfile, **kw) -> SweepContext:
+    model = ModelSpec(preset="tiny-dense", source="dummy", model=str(tmp_path / "model"),
+                      tokenizer=str(tmp_path / "model"), load_format="dummy", served_name="tiny")
+    return SweepContext(part="03-batching-cliff", rig=rig, rig_dir=tmp_path / "runs" / "03-batching-cliff" / rig.name,
+                        python=sys.executable, models={"tiny-dense": model}, workload=Workload(8, 4),
+                        progress=False, startup_timeout_s=60, **kw)
+
+
+def _plans(n: int = 2) -> list[PointPlan]:
+    return [PointPlan(name=f"p{i}", session="one", max_num_seqs=4,
+                      passes=[PassPlan("bench", "measured", PassSpec(num_prompts=4, seed=i))]) for i in range(n)]
+
+
+def _all_text(folder: Path) -> dict[Path, str]:
+    out = {}
+    for f in sorted(folder.rglob("*")):
+        if f.is_file():
+            raw = f.read_bytes()
+            out[f] = (gzip.decompress(raw) if f.suffix == ".gz" else raw).decode(errors="replace")
+    return out
+
+
+def test_no_file_a_sweep_writes_holds_a_secret(fake_vllm_env, monkeypatch):
+    tmp_path = fake_vllm_env
+    for k, v in FAKE_SECRETS.items():
+        monkeypatch.setenv(k, v)
+    rig = RigProfile(name="fake", model_preset="tiny-dense", env={"EXTRA_AUTH_TOKEN": "fake-profile-token-0123456789", "OMP_NUM_THREADS": "1"},
+                     serve_args=["--api-key", "fake-cli-api-key-0123456789"])
+    secrets = [*FAKE_SECRETS.values(), "fake-profile-token-0123456789", "fake-cli-api-key-0123456789"]
+    ctx = _context(tmp_path, rig, rig_info=capture(sys.executable, bandwidth=False, env=rig.env))
+    report = run_sweep(_plans(), ctx)
+    assert report.done == ["p0", "p1"], report
+
+    files = _all_text(ctx.rig_dir)
+    names = {f.name for f in files}
+    assert {"manifest.json", "server_info.json", "server.log", "bench.log", "bench.json"} <= names
+    for f, text in files.items():
+        for s in secrets:
+            assert s not in text, f"{f.relative_to(tmp_path)} holds a secret"
+    manifest = json.loads((ctx.rig_dir / "p0" / "manifest.json").read_text())
+    env = manifest["rig_info"]["environment"]
+    assert env["HF_TOKEN"] == env["VLLM_API_KEY"] == "<redacted>"  # the name stays visible, the value never
+    assert "MY_SERVICE_PASSWORD" not in env  # not on the allow-list at all
+    assert manifest["session"]["server_env"]["EXTRA_AUTH_TOKEN"] == "<redacted>"
+    assert manifest["session"]["server_env"]["OMP_NUM_THREADS"] == "1"
+    info = json.loads((ctx.rig_dir / "p0" / "server_info.json").read_text())
+    assert info["vllm_env"]["VLLM_MAX_BAD_WORDS_TOTAL_TOKENS"] == 1024  # a setting, not a secret: kept
