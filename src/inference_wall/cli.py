@@ -116,14 +116,25 @@ def _dispatch(args) -> int:
             print(f"{p.name:20s} session={p.session:16s} max_num_seqs={p.max_num_seqs:<4d} {status[p.name]}")
         return 0
     if args.command == "sweep":
-        from . import parts
+        with _writer(args):
+            from . import parts
 
-        report = parts.run(args.part, args.rig, args.data_dir, args.model_source, args.points, args.budget_min,
-                           args.python, _overrides(args.set), progress=not args.no_progress)
+            report = parts.run(args.part, args.rig, args.data_dir, args.model_source, args.points, args.budget_min,
+                               args.python, _overrides(args.set), progress=not args.no_progress)
         return _report(report)
     if args.command == "reproduce":
-        return _reproduce(args)
+        with _writer(args):
+            return _reproduce(args)
     raise AssertionError(args.command)
+
+
+def _writer(args):
+    """The part and rig's writer lock, taken before anything slow: a second writer exits at once."""
+    from .lock import writer_lock
+    from .store import part_name, rig_dir
+
+    _overrides(args.set)  # validate before starting anything
+    return writer_lock(rig_dir(args.part, args.rig, args.data_dir), f"part {part_name(args.part)} on rig {args.rig}")
 
 
 def _report(report) -> int:
@@ -139,11 +150,9 @@ def _report(report) -> int:
 def _reproduce(args) -> int:
     import papermill
 
-    from .store import check_rig_name, part_name
+    from .store import part_name
 
     name = part_name(args.part)
-    check_rig_name(args.rig)
-    _overrides(args.set)  # validate before starting anything
     notebook = REPO / "notebooks" / f"{name}.md"
     out = args.output or REPO / "_build" / "reproduce" / f"{name}-{args.rig}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)

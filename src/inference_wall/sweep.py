@@ -27,6 +27,7 @@ from pathlib import Path
 from . import __version__
 from .bench import BenchForkServer, PassSpec, Workload, run_pass
 from .errors import UserError
+from .lock import writer_lock
 from .modelkit import ModelSpec
 from .redact import redact_argv, redact_record, redact_server_info, scrub_files, secret_values
 from .rig import RigProfile
@@ -121,10 +122,15 @@ def _warmup_pass(ctx: SweepContext, max_num_seqs: int, session_no: int) -> PassP
 
 
 def run_sweep(plans: list[PointPlan], ctx: SweepContext) -> SweepReport:
-    report = SweepReport()
     names = [p.name for p in plans]
     if len(set(names)) != len(names):
         raise ValueError("duplicate point names in plan")
+    with writer_lock(ctx.rig_dir, f"part {ctx.part} on rig {ctx.rig.name}"):
+        return _run_sweep_locked(plans, names, ctx)
+
+
+def _run_sweep_locked(plans: list[PointPlan], names: list[str], ctx: SweepContext) -> SweepReport:
+    report = SweepReport()
     todo = {p.name for p in plans if not is_complete(ctx.rig_dir / p.name)}
     report.skipped = [n for n in names if n not in todo]
     t0 = time.monotonic()

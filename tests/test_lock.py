@@ -1,0 +1,99 @@
+"""One writer per part and rig: a second command exits at once naming the holder; a dead holder's lock is taken over."""
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from inference_wall.errors import UserError
+from inference_wall.lock import RigBusy, check_writable, read_holder, writer_lock
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+
+def _hold(folder: Path) -> subprocess.Popen:
+    """A second process that takes the writer lock of `folder`, says so, and keeps it."""
+    code = textwrap.dedent(f"""
+        import time
+        from inference_wall.lock import writer_lock
+        with writer_lock({str(folder)!r}):
+            print("held", flush=True)
+            time.sleep(120)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=ENV)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+@pytest.mark.parametrize("command", ["sweep", "reproduce"])
+def test_a_second_writer_of_the_same_part_and_rig_exits_at_once_naming_the_holder(tmp_path, command):
+    folder = tmp_path / "runs" / "03-batching-cliff" / "my-rig"
+    holder = _hold(folder)
+    try:
+        t0 = time.monotonic()
+        res = subprocess.run([sys.executable, "-m", "inference_wall", command, "--part", "3", "--rig", "my-rig",
+                              "--data-dir", str(tmp_path)], capture_output=True, text=True, env=ENV, timeout=60)
+        elapsed = time.monotonic() - t0
+        assert res.returncode == 2, res.stderr
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1, res.stderr
+        assert f"pid {holder.pid} on {platform.node()} since " in lines[0]
+        assert "03-batching-cliff on rig my-rig" in lines[0]
+        assert elapsed < 15
+        # another rig of the same part is free
+        with writer_lock(tmp_path / "runs" / "03-batching-cliff" / "other-rig"):
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path):
+    folder = tmp_path / "rig"
+    holder = _hold(folder)
+    assert read_holder(folder)["pid"] == holder.pid
+    with pytest.raises(RigBusy):
+        with writer_lock(folder):
+            pass
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    assert read_holder(folder)["pid"] == holder.pid  # its note stays behind ...
+    with writer_lock(folder):  # ... but the lock went with the process
+        assert read_holder(folder)["pid"] == os.getpid()
+        with writer_lock(folder):  # the same process re-enters (the CLI, then its sweep)
+            pass
+    assert read_holder(folder) is None
+
+
+def test_an_unwritable_rig_folder_fails_in_one_line(tmp_path):
+    if os.geteuid() == 0:
+        blocker = tmp_path / "file"
+        blocker.write_text("")
+        target = blocker / "rig"  # a folder under a file: cannot be made, even by root
+    else:
+        tmp_path.chmod(0o500)
+        target = tmp_path / "rig"
+    try:
+        with pytest.raises(UserError, match="cannot be written") as err:
+            check_writable(target)
+        assert "\n" not in str(err.value)
+    finally:
+        tmp_path.chmod(0o700)
+
+
+def test_a_holders_child_writes_under_its_lock(tmp_path):
+    """`reproduce` holds the lock and its notebook kernel (a child) runs the sweep, which takes it again."""
+    child = f"from inference_wall.lock import writer_lock\nwith writer_lock({str(tmp_path)!r}): print('child ok')"
+    parent = (f"import subprocess, sys\nfrom inference_wall.lock import writer_lock\n"
+              f"with writer_lock({str(tmp_path)!r}):\n"
+              f"    sys.exit(subprocess.run([sys.executable, '-c', {child!r}]).returncode)")
+    res = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, env=ENV, timeout=60)
+    assert res.returncode == 0 and "child ok" in res.stdout, res.stderr
