@@ -79,5 +79,7 @@ def test_no_file_a_sweep_writes_holds_a_secret(fake_vllm_env, monkeypatch):
     assert "MY_SERVICE_PASSWORD" not in env  # not on the allow-list at all
     assert manifest["session"]["server_env"]["EXTRA_AUTH_TOKEN"] == "<redacted>"
     assert manifest["session"]["server_env"]["OMP_NUM_THREADS"] == "1"
+    assert set(manifest["artefacts"]) == set(manifest["files"])  # each file's size and sha256
+    assert manifest["artefacts"]["bench.json"]["bytes"] == (ctx.rig_dir / "p0" / "bench.json").stat().st_size
     info = json.loads((ctx.rig_dir / "p0" / "server_info.json").read_text())
     assert info["vllm_env"]["VLLM_MAX_BAD_WORDS_TOTAL_TOKENS"] == 1024  # a setting, not a secret: kept

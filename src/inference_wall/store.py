@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import functools
 import gzip
+import hashlib
 import json
 import os
 import re
 import shutil
 import tempfile
+import zlib
 from pathlib import Path
 
-from .errors import UserError
+from .errors import LogParseError, UserError
 from .schema import PARTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,14 +111,73 @@ def compress_large(point: Path, limit: int = COMPRESS_OVER_BYTES) -> None:
             f.unlink()
 
 
+# ---------------------------------------------------------------------------------------------
+# Integrity: a manifest records each artefact's size and sha256 (`artefacts`); reading one checks them
+# ---------------------------------------------------------------------------------------------
+
+class CorruptArtefact(UserError):
+    """A raw file that differs from what its manifest recorded: names the file."""
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=4096)
+def _sha256_cached(path: str, mtime_ns: int, size: int) -> str:
+    """Each file version is hashed once per process (a page reads a file several times)."""
+    return sha256_file(Path(path))
+
+
+def artefact_records(point: Path) -> dict[str, dict]:
+    """{file name: {"bytes", "sha256"}} for every raw file of a point (what its manifest records)."""
+    return {f.name: {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
+            for f in sorted(Path(point).iterdir()) if f.is_file() and f.name != MANIFEST}
+
+
+@functools.lru_cache(maxsize=1024)
+def _recorded_artefacts(manifest: str, mtime_ns: int, size: int) -> dict:
+    try:
+        return json.loads(Path(manifest).read_text()).get("artefacts") or {}
+    except (OSError, ValueError):
+        return {}
+
+
+def verify_artefact(path: Path) -> Path:
+    """Check a raw file against its point's manifest: its size always, its sha256 once per file version.
+    Files of points whose manifest predates the record (no `artefacts`) pass unchecked."""
+    path = Path(path)
+    manifest = path.parent / MANIFEST
+    try:
+        mst = manifest.stat()
+    except OSError:
+        return path
+    expected = _recorded_artefacts(str(manifest), mst.st_mtime_ns, mst.st_size).get(path.name)
+    if not expected:
+        return path
+    st = path.stat()
+    if st.st_size != expected.get("bytes", st.st_size):
+        raise CorruptArtefact(f"{path}: {st.st_size} bytes, but its manifest recorded {expected['bytes']}: the "
+                              f"file is truncated or was changed; restore it (git checkout -- {path.name} in its "
+                              f"folder) or rerun the point")
+    if expected.get("sha256") and _sha256_cached(str(path), st.st_mtime_ns, st.st_size) != expected["sha256"]:
+        raise CorruptArtefact(f"{path}: its sha256 differs from the one its manifest recorded: the file was changed "
+                              f"or corrupted; restore it (git checkout) or rerun the point")
+    return path
+
+
 def open_artefact(point: Path, name: str) -> Path:
-    """The path of a raw file, plain or gzipped."""
+    """The path of a raw file, plain or gzipped, checked against its manifest (verify_artefact)."""
     p = Path(point) / name
     if p.exists():
-        return p
+        return verify_artefact(p)
     gz = p.with_name(p.name + ".gz")
     if gz.exists():
-        return gz
+        return verify_artefact(gz)
     raise FileNotFoundError(p)
 
 
@@ -124,8 +185,11 @@ def read_text(path: Path) -> str:
     path = Path(path)
     # newline="": keep progress bars' carriage returns, so line numbers match `grep -n` (see logs.read_log)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", errors="replace", newline="") as f:
-        return f.read()
+    try:
+        with opener(path, "rt", errors="replace", newline="") as f:
+            return f.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise LogParseError(path, None, f"truncated or corrupt gzip file ({e})") from None
 
 
 def read_artefact(point: Path, name: str) -> str:

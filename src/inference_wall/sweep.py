@@ -32,8 +32,8 @@ from .modelkit import ModelSpec
 from .redact import redact_argv, redact_record, redact_server_info, scrub_files, secret_values
 from .rig import RigProfile
 from .server import ServerSpec, TerminateAsInterrupt, VllmServer
-from .store import (compress_large, fresh_point_dir, is_complete, read_manifest, request_throughput,
-                    write_json_atomic)
+from .store import (artefact_records, compress_large, fresh_point_dir, is_complete, read_manifest,
+                    request_throughput, write_json_atomic)
 
 WARMUP_SEED = 10_000
 WINDOW_MARGIN = 1.5  # a short warm-up flood underestimates the steady rate (ramp-up, prefill first)
@@ -325,6 +325,7 @@ def _manifest_fields(point: PointPlan, ctx: SweepContext, model: ModelSpec, reco
                         "has_profile": ctx.rig.has_profile},
         "rig_info": ctx.rig_info,
         "files": sorted(f.name for f in pdir.iterdir() if f.is_file() and f.name != "manifest.json"),
+        "artefacts": artefact_records(pdir),  # size and sha256 of each file: loading checks them
         "written": time.time(),
         "inference_wall": __version__,
         **ctx.extra_manifest,

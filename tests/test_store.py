@@ -1,0 +1,85 @@
+"""The store's integrity checks: a manifest records each artefact's size and sha256; reading checks them."""
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from inference_wall import store
+from inference_wall.errors import LogParseError
+
+ROOT = Path(__file__).resolve().parents[1]
+H200_CAP256 = ROOT / "data" / "runs" / "03-batching-cliff" / "h200" / "mns-256"
+
+
+def _point_with_hashes(tmp_path: Path, src: Path = H200_CAP256) -> store.PointData:
+    dest = tmp_path / "03-batching-cliff" / "h200" / src.name
+    shutil.copytree(src, dest)
+    manifest = json.loads((dest / "manifest.json").read_text())
+    manifest["artefacts"] = store.artefact_records(dest)
+    store.write_json_atomic(dest / "manifest.json", manifest)
+    return store.PointData("03-batching-cliff", "h200", dest, manifest)
+
+
+def test_artefact_records_hold_size_and_sha256(tmp_path):
+    pt = _point_with_hashes(tmp_path)
+    rec = pt.manifest["artefacts"]
+    assert set(rec) == {f.name for f in pt.path.iterdir()} - {"manifest.json"}
+    log = pt.path / "server.log"
+    assert rec["server.log"] == {"bytes": log.stat().st_size, "sha256": store.sha256_file(log)}
+
+
+def test_a_truncated_server_log_fails_naming_the_file(tmp_path):
+    """Unchecked, the cut log of h200's cap-256 point reads as a running batch of 1 instead of 256."""
+    pt = _point_with_hashes(tmp_path)
+    assert store.pass_summary(pt)["running_max"] == 256
+    log = pt.path / "server.log"
+    text = log.read_bytes()
+    log.write_bytes(text[: len(text) * 2 // 3])
+    with pytest.raises(store.CorruptArtefact) as err:
+        store.pass_summary(pt)
+    assert str(log) in str(err.value) and "truncated" in str(err.value)
+
+
+def test_a_changed_file_of_the_same_size_fails_on_its_hash(tmp_path):
+    pt = _point_with_hashes(tmp_path)
+    path = pt.path / "metrics-after.prom"
+    text = path.read_text()
+    path.write_text(text.replace("0", "1", 1))
+    with pytest.raises(store.CorruptArtefact, match="sha256") as err:
+        pt.metrics("after")
+    assert str(path) in str(err.value)
+
+
+def test_a_truncated_gz_names_its_file(tmp_path):
+    point = tmp_path / "pt"
+    point.mkdir()
+    blob = gzip.compress(json.dumps({"completed": 1, "x": list(range(5000))}).encode())
+    (point / "bench.json.gz").write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(LogParseError) as err:
+        store.read_artefact(point, "bench.json")  # no manifest: only gzip itself can tell
+    assert str(point / "bench.json.gz") in str(err.value) and "gzip" in str(err.value)
+
+
+def test_manifests_without_hashes_still_load(tmp_path):
+    dest = tmp_path / "pt"
+    shutil.copytree(H200_CAP256, dest)
+    manifest = json.loads((dest / "manifest.json").read_text())
+    manifest.pop("artefacts", None)
+    store.write_json_atomic(dest / "manifest.json", manifest)
+    pt = store.PointData("03-batching-cliff", "h200", dest, manifest)
+    assert store.pass_summary(pt)["running_max"] == 256
+
+
+def test_every_committed_point_records_and_matches_its_artefacts():
+    points = list(store.iter_points(complete_only=False))
+    assert points
+    for _part, _rig, point, manifest in points:
+        recorded = manifest.get("artefacts")
+        assert recorded, f"{point}: no artefact hashes (scripts/record-artefact-hashes.py adds them)"
+        assert set(recorded) == {f.name for f in point.iterdir() if f.is_file()} - {"manifest.json"}, point
+        for name, rec in recorded.items():
+            assert (point / name).stat().st_size == rec["bytes"], point / name
