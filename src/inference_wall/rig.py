@@ -39,8 +39,42 @@ class RigProfile:
         return dict(self.overrides.get(part_name, {}))
 
 
-PROFILE_KEYS = {"description", "serve_args", "env", "notes", "model_preset", "model_source", "overrides",
-                "method_only", "repeat_of", "emulates", "does_not_emulate"}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+# data/rigs/<rig>.json: every key optional, no other key allowed (a typo fails loudly, in one line).
+PROFILE_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string"},  # ignored: the file name is the rig's name
+        "description": {"type": "string"},
+        "serve_args": _STRINGS,
+        "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "notes": _STRINGS,
+        "model_preset": {"type": "string", "minLength": 1},
+        "model_source": {"enum": ["dummy", "hub"]},
+        "method_only": {"type": "boolean"},
+        "overrides": {"type": "object", "additionalProperties": {"type": "object"}},
+        "repeat_of": {"type": ["string", "null"]},
+        "emulates": {"type": ["string", "null"]},
+        "does_not_emulate": _STRINGS,
+    },
+}
+PROFILE_KEYS = set(PROFILE_SCHEMA["properties"]) - {"name"}
+
+
+def profile_error(raw) -> str | None:
+    """The first way `raw` breaks PROFILE_SCHEMA, in words (None if it does not)."""
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(PROFILE_SCHEMA).iter_errors(raw))
+    if error is None:
+        return None
+    if error.validator == "additionalProperties" and not error.absolute_path:
+        unknown = sorted(set(raw) - set(PROFILE_SCHEMA["properties"]))
+        return f"unknown keys {unknown}; known: {sorted(PROFILE_KEYS)}"
+    where = "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in error.absolute_path)
+    return f"{where or 'the profile'}: {error.message}"
 
 
 def load_profile(rig: str, data_dir: Path | None = None) -> RigProfile:
@@ -52,9 +86,9 @@ def load_profile(rig: str, data_dir: Path | None = None) -> RigProfile:
         raw = json.loads(path.read_text())
     except ValueError as e:
         raise UserError(f"{path}: not valid JSON ({e})")
-    unknown = set(raw) - PROFILE_KEYS - {"name"}
-    if unknown:
-        raise UserError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(PROFILE_KEYS)}")
+    problem = profile_error(raw)
+    if problem:
+        raise UserError(f"{path}: {problem}")
     raw.pop("name", None)
     return RigProfile(name=rig, has_profile=True, **raw)
 

@@ -17,7 +17,7 @@ import zlib
 from pathlib import Path
 
 from .errors import LogParseError, UserError
-from .schema import PARTS
+from .schema import PARTS, PUBLISHED_RIG
 
 REPO = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO / "data"
@@ -45,6 +45,18 @@ def check_rig_name(rig: str) -> str:
         known = sorted(p.stem for p in (DATA_DIR / "rigs").glob("*.json"))
         raise UserError(f"bad rig name {rig!r}: use 1-40 lowercase letters, digits and '-', starting with a letter "
                         f"or digit (e.g. my-a10g); rigs with a profile: {', '.join(known) or 'none'}")
+    return rig
+
+
+RESERVED_RIGS = {PUBLISHED_RIG: "the series' published numbers (data/reference)"}
+
+
+def check_run_rig(rig: str) -> str:
+    """A rig name a run may write: well formed and not reserved for published data."""
+    check_rig_name(rig)
+    if rig in RESERVED_RIGS:
+        raise UserError(f"rig name {rig!r} is reserved for {RESERVED_RIGS[rig]}; name this machine's rig "
+                        f"differently, e.g. my-a10g")
     return rig
 
 

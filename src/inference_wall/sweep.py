@@ -32,10 +32,13 @@ from .modelkit import ModelSpec
 from .redact import redact_argv, redact_record, redact_server_info, scrub_files, secret_values
 from .rig import RigProfile
 from .server import ServerSpec, TerminateAsInterrupt, VllmServer
-from .store import (artefact_records, compress_large, fresh_point_dir, is_complete, read_manifest,
+from .store import (artefact_records, check_run_rig, compress_large, fresh_point_dir, is_complete, read_manifest,
                     request_throughput, write_json_atomic)
 
 WARMUP_SEED = 10_000
+# Before a sweep has timed anything: what a server start and a point are assumed to take (the budget's unit)
+SERVER_START_ESTIMATE_S = 300.0
+POINT_ESTIMATE_S = 60.0
 WINDOW_MARGIN = 1.5  # a short warm-up flood underestimates the steady rate (ramp-up, prefill first)
 
 
@@ -74,7 +77,7 @@ class SweepContext:
     rig_info: dict = field(default_factory=dict)
     warmup_prompts: int | None = None  # None: 2 x max_num_seqs, at least 16, at most 512
     budget_s: float | None = None  # stop before a point that would end past this many seconds
-    server_start_estimate_s: float = 300.0
+    server_start_estimate_s: float = SERVER_START_ESTIMATE_S
     startup_timeout_s: float = 900.0
     progress: bool = True
     serve_args: list[str] = field(default_factory=list)  # the part's `vllm serve` flags (e.g. --dtype float16)
@@ -125,6 +128,7 @@ def run_sweep(plans: list[PointPlan], ctx: SweepContext) -> SweepReport:
     names = [p.name for p in plans]
     if len(set(names)) != len(names):
         raise ValueError("duplicate point names in plan")
+    check_run_rig(ctx.rig.name)
     with writer_lock(ctx.rig_dir, f"part {ctx.part} on rig {ctx.rig.name}"):
         return _run_sweep_locked(plans, names, ctx)
 
@@ -132,6 +136,8 @@ def run_sweep(plans: list[PointPlan], ctx: SweepContext) -> SweepReport:
 def _run_sweep_locked(plans: list[PointPlan], names: list[str], ctx: SweepContext) -> SweepReport:
     report = SweepReport()
     todo = {p.name for p in plans if not is_complete(ctx.rig_dir / p.name)}
+    if todo:
+        check_budget(ctx.budget_s / 60 if ctx.budget_s is not None else None)
     report.skipped = [n for n in names if n not in todo]
     t0 = time.monotonic()
     durations: list[float] = []
@@ -140,7 +146,7 @@ def _run_sweep_locked(plans: list[PointPlan], names: list[str], ctx: SweepContex
     def fits(extra_s: float) -> bool:
         if ctx.budget_s is None:
             return True
-        estimate = max(durations) if durations else 60.0
+        estimate = max(durations) if durations else POINT_ESTIMATE_S
         return time.monotonic() - t0 + extra_s + estimate <= ctx.budget_s
 
     try:
@@ -343,6 +349,15 @@ def _record_failure(pdir: Path, point: PointPlan, ctx: SweepContext, model: Mode
     scrub_files(pdir, _secrets(ctx))
     write_json_atomic(pdir / "manifest.json",
                       _manifest(point, ctx, model, records, session or {"id": session_id}, status, pdir, message))
+
+
+def check_budget(budget_min: float | None) -> None:
+    """A budget too small for one server start and one point would run nothing: say so up front."""
+    need_s = SERVER_START_ESTIMATE_S + POINT_ESTIMATE_S
+    if budget_min is not None and budget_min * 60 < need_s:
+        raise UserError(f"--budget-min {budget_min:g} is below what one point needs (about {need_s / 60:.0f} min: "
+                        f"a server start, {SERVER_START_ESTIMATE_S / 60:.0f} min, and a point, "
+                        f"{POINT_ESTIMATE_S / 60:.0f} min); give at least {need_s / 60:.0f}")
 
 
 def point_status(rig_dir: Path, names: list[str]) -> dict[str, str]:

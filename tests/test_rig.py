@@ -1,0 +1,43 @@
+"""Rig profiles (data/rigs/*.json) are checked against a schema: known keys, right types, one-line errors."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inference_wall.errors import UserError
+from inference_wall.rig import PROFILE_KEYS, known_profiles, load_profile
+
+
+def test_every_committed_profile_is_valid():
+    assert known_profiles()
+    for rig in known_profiles():
+        assert load_profile(rig).has_profile
+
+
+def test_the_emulation_keys_are_known(tmp_path):
+    (tmp_path / "rigs").mkdir()
+    (tmp_path / "rigs" / "emu.json").write_text(json.dumps(
+        {"emulates": "the A10G's KV pool", "does_not_emulate": ["bandwidth", "compute"], "repeat_of": None}))
+    profile = load_profile("emu", tmp_path)
+    assert profile.emulates == "the A10G's KV pool" and profile.does_not_emulate == ["bandwidth", "compute"]
+    assert {"emulates", "does_not_emulate", "serve_args", "env", "overrides", "repeat_of"} <= PROFILE_KEYS
+
+
+@pytest.mark.parametrize("raw, needle", [
+    ({"serve_args": "--enforce-eager"}, "['serve_args']: '--enforce-eager' is not of type 'array'"),
+    ({"env": {"OMP_NUM_THREADS": 2}}, "['env']['OMP_NUM_THREADS']: 2 is not of type 'string'"),
+    ({"model_source": "disk"}, "'disk' is not one of ['dummy', 'hub']"),
+    ({"method_only": "yes"}, "['method_only']: 'yes' is not of type 'boolean'"),
+    ({"does_not_emulate": "bandwidth"}, "['does_not_emulate']"),
+    ({"overrides": {"03-batching-cliff": [1, 4]}}, "['overrides']['03-batching-cliff']"),
+    ({"serve_arg": []}, "unknown keys ['serve_arg']"),
+    ([1, 2], "is not of type 'object'"),
+])
+def test_a_bad_profile_is_one_line_naming_the_file_and_key(tmp_path, raw, needle):
+    (tmp_path / "rigs").mkdir()
+    (tmp_path / "rigs" / "bad.json").write_text(json.dumps(raw))
+    with pytest.raises(UserError) as err:
+        load_profile("bad", tmp_path)
+    message = str(err.value)
+    assert "\n" not in message and "bad.json" in message and needle in message, message
