@@ -17,6 +17,9 @@ MAIN = textwrap.dedent('''
     SECRETS = {k: v for k, v in os.environ.items() if "TOKEN" in k or "KEY" in k or "PASSWORD" in k}
 
     def serve(argv):
+        if os.environ.get("FAKE_VLLM_IGNORE_TERM"):  # a server slow to stop: only SIGKILL ends it
+            import signal
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         port = int(argv[argv.index("--port") + 1])
         print("INFO fake vllm serve", argv, flush=True)
         print("INFO environment:", " ".join(f"{k}={v}" for k, v in SECRETS.items()), flush=True)

@@ -193,27 +193,6 @@ def test_claims_evaluate_on_every_committed_rig_and_every_difference_is_explaine
         assert not rows["statement"].str.contains("{", regex=False).any()  # every template filled
 
 
-def test_orphaned_server_groups_are_reaped_but_live_owners_are_respected(tmp_path, monkeypatch):
-    from inference_wall import server
-
-    monkeypatch.setattr(server, "REGISTRY", tmp_path)
-    owner = subprocess.Popen(["sleep", "60"])
-    orphan = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    guarded = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    dead_owner = subprocess.Popen(["true"])
-    dead_owner.wait()
-    try:
-        (tmp_path / "a.json").write_text(json.dumps({"pgid": orphan.pid, "owner_pid": dead_owner.pid}))
-        (tmp_path / "b.json").write_text(json.dumps({"pgid": guarded.pid, "owner_pid": owner.pid}))
-        assert server.reap_orphans() == [orphan.pid]
-        assert orphan.wait(10) is not None
-        assert guarded.poll() is None and (tmp_path / "b.json").exists()
-    finally:
-        for p in (owner, orphan, guarded):
-            p.kill()
-            p.wait()
-
-
 def test_a_pass_with_failed_requests_does_not_count(tmp_path):
     from inference_wall.bench import BenchError, PassSpec, check_result
 

@@ -103,6 +103,13 @@ def kill_group(pgid: int, grace_s: float = 20.0) -> None:
         time.sleep(0.1)
 
 
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -113,8 +120,33 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
+def still_the_recorded_server(record: dict) -> bool:
+    """Whether the group a registry record names is still the server it recorded: its leader has the recorded
+    command line and start time (a reused pid has neither). With the leader gone, the group's survivors are the
+    server's children only if none started before it (Linux never reuses a pid that is still a group's id)."""
+    pgid, cmd, started = record.get("pgid"), record.get("cmd"), record.get("create_time")
+    if not pgid or not cmd or started is None:
+        return False  # a record without them (an older format) cannot be checked: never kill on it
+    try:
+        leader = psutil.Process(pgid)
+        return leader.cmdline() == [str(c) for c in cmd] and abs(leader.create_time() - started) < 1.0
+    except psutil.NoSuchProcess:
+        pass
+    except psutil.Error:
+        return False
+    members = []
+    for proc in psutil.process_iter(["create_time"]):
+        try:
+            if os.getpgid(proc.pid) == pgid:
+                members.append(proc.info["create_time"])
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return bool(members) and min(members) >= started - 1.0
+
+
 def reap_orphans() -> list[int]:
-    """Stop servers that an earlier, killed command left running (their groups are in the registry)."""
+    """Stop servers that an earlier, killed command left running (their groups are in the registry), after
+    checking that each group is still the vLLM server recorded; entries that are not are only removed."""
     stopped = []
     if not REGISTRY.is_dir():
         return stopped
@@ -127,7 +159,7 @@ def reap_orphans() -> list[int]:
             continue
         if owner and owner != os.getpid() and _pid_alive(owner):
             continue  # another live command's server: not an orphan
-        if group_alive(pgid):
+        if group_alive(pgid) and still_the_recorded_server(record):
             kill_group(pgid, grace_s=10)
             stopped.append(pgid)
         entry.unlink(missing_ok=True)
@@ -172,11 +204,16 @@ class VllmServer:
             self.started_at = time.time()
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=env, preexec_fn=_die_with_parent, close_fds=True)
-        REGISTRY.mkdir(parents=True, exist_ok=True)
-        self._registry_file = REGISTRY / f"{self.proc.pid}.json"
-        self._registry_file.write_text(json.dumps({"pgid": self.proc.pid, "port": self.port, "cmd": cmd,
-                                                   "owner_pid": os.getpid(), "started": self.started_at}))
         try:
+            REGISTRY.mkdir(parents=True, exist_ok=True)
+            self._registry_file = REGISTRY / f"{self.proc.pid}.json"
+            try:
+                create_time = psutil.Process(self.proc.pid).create_time()
+            except psutil.Error:
+                create_time = None
+            self._registry_file.write_text(json.dumps({
+                "pgid": self.proc.pid, "port": self.port, "cmd": [str(c) for c in cmd], "create_time": create_time,
+                "owner_pid": os.getpid(), "started": self.started_at}))
             self._wait_healthy()
         except BaseException:
             self.stop()
@@ -202,15 +239,23 @@ class VllmServer:
             time.sleep(1.0)
 
     def stop(self) -> None:
-        if self.proc is not None:
-            kill_group(self.proc.pid)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        if self._registry_file is not None:
-            self._registry_file.unlink(missing_ok=True)
-            self._registry_file = None
+        """Stop the group (SIGTERM, then SIGKILL after a grace) and remove its registry entry. A Ctrl-C while
+        waiting out the grace kills the group at once, removes the entry too, and is then raised."""
+        try:
+            if self.proc is not None:
+                try:
+                    kill_group(self.proc.pid)
+                except KeyboardInterrupt:
+                    _killpg(self.proc.pid, signal.SIGKILL)
+                    raise
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+        finally:
+            if self._registry_file is not None:
+                self._registry_file.unlink(missing_ok=True)
+                self._registry_file = None
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

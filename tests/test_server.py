@@ -1,0 +1,83 @@
+"""The server registry: orphans are killed only if still the recorded vLLM server; Ctrl-C leaves no entry."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+
+import fake_vllm
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _record(proc: subprocess.Popen, **over) -> dict:
+    p = psutil.Process(proc.pid)
+    return {"pgid": proc.pid, "cmd": p.cmdline(), "create_time": p.create_time(), **over}
+
+
+def test_orphans_are_reaped_only_when_still_the_recorded_server(tmp_path, monkeypatch):
+    from inference_wall import server
+
+    monkeypatch.setattr(server, "REGISTRY", tmp_path)
+    owner = subprocess.Popen(["sleep", "60"])
+    dead_owner = subprocess.Popen(["true"])
+    dead_owner.wait()
+    procs = {name: subprocess.Popen(["sleep", "60"], start_new_session=True)
+             for name in ("orphan", "guarded", "reused", "restarted", "old-format")}
+    try:
+        records = {
+            "orphan": _record(procs["orphan"], owner_pid=dead_owner.pid),
+            "guarded": _record(procs["guarded"], owner_pid=owner.pid),  # its owner still runs
+            # the recorded pid now belongs to another program, or to a later process with the same command
+            "reused": _record(procs["reused"], owner_pid=dead_owner.pid, cmd=[sys.executable, "-m", "vllm", "serve"]),
+            "restarted": _record(procs["restarted"], owner_pid=dead_owner.pid,
+                                 create_time=psutil.Process(procs["restarted"].pid).create_time() - 3600),
+            "old-format": {"pgid": procs["old-format"].pid, "owner_pid": dead_owner.pid},
+        }
+        for name, rec in records.items():
+            (tmp_path / f"{name}.json").write_text(json.dumps(rec))
+        assert server.reap_orphans() == [procs["orphan"].pid]
+        assert procs["orphan"].wait(10) is not None
+        for name in ("guarded", "reused", "restarted", "old-format"):
+            assert procs[name].poll() is None, name
+        assert sorted(p.stem for p in tmp_path.glob("*.json")) == ["guarded"]
+    finally:
+        for p in (owner, *procs.values()):
+            p.kill()
+            p.wait()
+
+
+def test_ctrl_c_stops_the_server_and_removes_its_registry_entry(tmp_path):
+    """Two Ctrl-Cs: the first stops the server (which ignores SIGTERM here), the second cuts the grace short."""
+    state = tmp_path / "state"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{fake_vllm.install(tmp_path / 'fake')}",
+           "INFERENCE_WALL_STATE": str(state), "FAKE_VLLM_IGNORE_TERM": "1"}
+    code = textwrap.dedent(f"""
+        import sys, time
+        from inference_wall.server import ServerSpec, VllmServer
+        with VllmServer(ServerSpec(model="m", python=sys.executable, startup_timeout_s=60), {str(tmp_path / 'log')!r}) as s:
+            print(s.proc.pid, flush=True)
+            time.sleep(120)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    pgid = int(proc.stdout.readline())
+    assert len(list((state / "servers").glob("*.json"))) == 1
+    proc.send_signal(signal.SIGINT)
+    time.sleep(2)
+    assert proc.poll() is None  # waiting out the grace of a server that ignores SIGTERM
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(10) != 0
+    deadline = time.monotonic() + 5
+    from inference_wall.server import group_alive
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not group_alive(pgid)
+    assert list((state / "servers").glob("*.json")) == []
