@@ -27,7 +27,7 @@ REQUIRED_COLUMNS: dict[str, list[str]] = {
     "facts": FACT_COLUMNS,
 }
 # Columns kept as text; every other column must parse as a number (empty = NaN, `inf` = math.inf).
-TEXT_COLUMNS = {"rig", "key", "unit", "note", "server_state"}
+TEXT_COLUMNS = {"rig", "key", "unit", "note", "server_state", "setting", "stated"}
 
 
 def read_reference_csv(path: Path) -> pd.DataFrame:

@@ -1,0 +1,42 @@
+"""The server's setup read from its own startup log (fixtures: lines of real vLLM logs)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from inference_wall.serversetup import setup_from_log, setup_table
+
+FIXTURES = Path(__file__).parent / "fixtures" / "logs"
+
+
+def test_setup_from_a_real_h200_log_with_a_fixed_pool():
+    text = (FIXTURES / "h200-vllm-0.22.1" / "setup-override.log").read_text()
+    s = setup_from_log(text)
+    assert s["vllm_version"] == "0.22.1" and s["dtype"] == "float16"
+    assert s["weights"].startswith("dummy")
+    assert s["max_model_len"] == 2048 and s["num_gpu_blocks_override"] == 586 and s["max_num_seqs"] == 256
+    assert s["max_num_batched_tokens"] == 8192 and s["chunked_prefill"] == "True"
+    assert s["prefix_caching"] == "False" and s["sampler"] == "PyTorch-native"
+    assert s["graphs"] == "VLLM_COMPILE, FULL_AND_PIECEWISE" and s["cudagraph_max"] == 512
+    assert 0 < s["gpu_memory_utilization"] <= 1
+    assert s["extra_flags"] == "gdn_prefill_backend=triton"
+
+
+def test_a_setting_the_log_does_not_state_is_absent():
+    text = (FIXTURES / "h200-vllm-0.22.1" / "setup-override.log").read_text()
+    lines = [ln for ln in text.splitlines(keepends=True) if "Chunked prefill" not in ln and "sampl" not in ln]
+    s = setup_from_log("".join(lines))
+    assert "max_num_batched_tokens" not in s and "sampler" not in s
+    assert s["max_num_seqs"] == 256
+
+
+def test_eager_servers_read_as_eager():
+    text = (FIXTURES / "h200-vllm-0.22.1" / "setup-override.log").read_text()
+    s = setup_from_log(text.replace("enforce_eager=False", "enforce_eager=True"))
+    assert s["graphs"].startswith("eager") and "cudagraph_max" not in s
+
+
+def test_setup_table_has_the_published_rig_and_words_for_gaps():
+    table = setup_table()
+    assert (table["rig"] == "a10g-published").sum() == 1
+    assert not table.isna().any().any()
+    assert (table == "not stated").any().any()
