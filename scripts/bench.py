@@ -12,13 +12,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-
-from inference_wall.store import PointData, iter_points  # noqa: E402
 
 
 def timed(cmd: list[str], cwd: Path) -> float:
@@ -44,36 +41,9 @@ def fresh_clone_setup() -> float:
 
 
 def device_time() -> list[str]:
-    sessions: dict[tuple[str, str, str], dict] = defaultdict(lambda: {"start": None, "end": 0.0, "healthy_s": None})
-    overhead: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for part, rig, point, m in iter_points(None):
-        data = PointData(part, rig, point, m)
-        for p in m.get("passes") or []:
-            try:
-                overhead[(part, rig)].append(p["ended"] - p["started"] - data.bench(p["label"]).duration_s)
-            except (OSError, KeyError, TypeError, ValueError):
-                pass
-        s = m.get("session") or {}
-        if not s.get("server_started") or not m.get("passes"):
-            continue
-        rec = sessions[(part, rig, s["id"])]
-        rec["start"] = s["server_started"]
-        rec["healthy_s"] = s.get("start_to_healthy_s")
-        rec["end"] = max(rec["end"], max(p["ended"] for p in m["passes"]))
-        rec["gpu"] = (m.get("rig_info") or {}).get("gpu", {}).get("name", "cpu")
-    per = defaultdict(list)
-    for (part, rig, _), rec in sessions.items():
-        per[(part, rig)].append(rec)
-    lines = []
-    for (part, rig), recs in sorted(per.items()):
-        minutes = sum(r["end"] - r["start"] for r in recs) / 60
-        starts = ", ".join(f"{r['healthy_s']:.0f}" for r in sorted(recs, key=lambda r: r["start"]))
-        over = sorted(overhead[(part, rig)])
-        median = f"{over[len(over) // 2]:5.1f}" if over else "    -"
-        lines.append(f"{part:20s} {rig:14s} {recs[0]['gpu']:14s} sessions {len(recs):2d}  "
-                     f"device minutes (server start to last pass) {minutes:6.1f}  "
-                     f"client overhead per pass (s, median) {median}  start to healthy (s): {starts}")
-    return lines
+    from inference_wall.devicebudget import device_lines
+
+    return device_lines()
 
 
 def main() -> None:
