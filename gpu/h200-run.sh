@@ -29,7 +29,7 @@ for item in $PARTS; do
   IFS=: read -r part rig points <<< "$item"
   rig=${rig:-h200}
   left=$(( (end - $(date +%s)) / 60 ))
-  [ "$left" -ge 2 ] || { echo "h200-run: no time left for part $part on $rig"; break; }
+  [ "$left" -ge 6 ] || { echo "h200-run: under 6 minutes left (the sweep needs one start and one point): part $part on $rig not started"; break; }
   echo "h200-run: part $part, rig $rig, budget $left min${points:+, points $points}"
   make reproduce PART="$part" RIG="$rig" PYTHON=python3 \
     ARGS="--budget-min $left $EXTRA${points:+ --points ${points//,/ }}" 2>&1 | tee -a "$OUT/reproduce.log"
