@@ -83,3 +83,88 @@ def test_every_committed_point_records_and_matches_its_artefacts():
         assert set(recorded) == {f.name for f in point.iterdir() if f.is_file()} - {"manifest.json"}, point
         for name, rec in recorded.items():
             assert (point / name).stat().st_size == rec["bytes"], point / name
+
+
+# ---------------------------------------------------------------------------------------------
+# The derived-table cache (_build/cache/derived): parse a raw file once per file version and parser version
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    where = tmp_path / "cache"
+    monkeypatch.setenv("IW_CACHE_DIR", str(where))
+    store.clear_memo()
+    yield where
+    store.clear_memo()
+
+
+def _count_calls(monkeypatch, module, name):
+    calls = []
+    real = getattr(module, name)
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(module, name, counting)
+    return calls
+
+
+def test_a_second_build_parses_nothing(cache, tmp_path, monkeypatch):
+    """A new process (memo cleared) reads the tables the first one derived instead of parsing the raw files."""
+    from inference_wall import logs
+
+    pt = _point_with_hashes(tmp_path)
+    first = store.pass_summary(pt)
+    assert any(cache.rglob("*.pkl"))
+    store.clear_memo()
+    calls = {n: _count_calls(monkeypatch, logs, n) for n in ("parse_stats", "parse_startup", "bench_from_dict", "parse_metrics")}
+    again = store.pass_summary(pt)
+    assert {n: len(c) for n, c in calls.items()} == {n: 0 for n in calls}
+    assert {k: str(v) for k, v in again.items()} == {k: str(v) for k, v in first.items()}  # str: NaN == NaN
+
+
+def test_a_changed_raw_file_is_parsed_again(cache, tmp_path, monkeypatch):
+    from inference_wall import logs
+
+    pt = _point_with_hashes(tmp_path)
+    assert store.pass_summary(pt)["running_max"] == 256
+    log = pt.path / "server.log"
+    log.write_text(log.read_text().replace("Running: 256 reqs", "Running: 255 reqs"))
+    manifest = dict(pt.manifest, artefacts=store.artefact_records(pt.path))  # a legitimate rewrite, recorded
+    store.write_json_atomic(pt.path / "manifest.json", manifest)
+    store.clear_memo()
+    calls = _count_calls(monkeypatch, logs, "parse_stats")
+    assert store.pass_summary(store.PointData(pt.part, pt.rig, pt.path, manifest))["running_max"] == 255
+    assert len(calls) == 1
+
+
+def test_a_new_parser_version_parses_again(cache, tmp_path, monkeypatch):
+    from inference_wall import logs
+
+    pt = _point_with_hashes(tmp_path)
+    store.pass_summary(pt)
+    store.clear_memo()
+    monkeypatch.setattr(store, "parser_version", lambda: "another-parser")
+    calls = _count_calls(monkeypatch, logs, "parse_stats")
+    store.pass_summary(pt)
+    assert len(calls) == 1
+
+
+def test_a_damaged_cache_entry_is_parsed_again(cache, tmp_path):
+    pt = _point_with_hashes(tmp_path)
+    first = store.pass_summary(pt)["running_max"]
+    for entry in cache.rglob("*.pkl"):
+        entry.write_bytes(entry.read_bytes()[:10])
+    store.clear_memo()
+    assert store.pass_summary(pt)["running_max"] == first
+
+
+def test_the_cache_never_hides_a_corrupt_raw_file(cache, tmp_path):
+    pt = _point_with_hashes(tmp_path)
+    store.pass_summary(pt)
+    store.clear_memo()
+    log = pt.path / "server.log"
+    log.write_bytes(log.read_bytes()[:-100])
+    with pytest.raises(store.CorruptArtefact):
+        store.pass_summary(pt)

@@ -10,6 +10,8 @@ import gzip
 import hashlib
 import json
 import os
+import pickle
+import platform
 import re
 import shutil
 import tempfile
@@ -260,19 +262,149 @@ def log_epoch(stamp: str, near_epoch: float, utc_offset_s: float = 0.0) -> float
     return best
 
 
-@functools.lru_cache(maxsize=512)
-def _bench_result(path: str, mtime_ns: int, size: int):
-    """A bench result, parsed once per file version (a page reads each several times; large ones are
-    megabytes of per-request arrays). Treat what it returns as read-only."""
+# ---------------------------------------------------------------------------------------------
+# The derived-table cache: what a parser makes of one raw file, kept outside git (_build/cache/derived)
+# ---------------------------------------------------------------------------------------------
+# Every book build runs every notebook, and each used to re-parse every raw log and bench result. A
+# parse result is stored once, under a key made of the file's sha256 (the hash the manifest records,
+# checked by verify_artefact), the file's path, the kind of result, and the parser's version: the source
+# of logs.py and store.py plus the pandas, numpy and Python versions that pickled it. Any change to a raw
+# file or to the parsers therefore misses the cache and parses again; nothing is ever invalidated by hand.
+# Format: pickle (protocol 5) of the parser's own objects (dataclasses holding pandas frames). Measured on
+# the committed data (2-core machine): pyarrow 26 would add 166 MB to the venv and 0.14 s of import per
+# notebook, and parquet cannot hold the objects without a second schema (BenchResult keeps the JSON it
+# came from); pickle loads all of part 1's bench results in 0.34 s against 3.1 s to parse them.
+# The cache is this machine's own build output (like _build/html): an entry that fails to load is
+# parsed again. IW_CACHE_DIR moves it; IW_CACHE_DIR=off turns it off.
+
+DERIVED_CACHE = REPO / "_build" / "cache" / "derived"
+CACHE_FORMAT = 1  # bump to drop every entry (e.g. a change to what an entry holds)
+
+
+def cache_dir() -> Path | None:
+    """Where derived tables are cached; None when IW_CACHE_DIR=off."""
+    where = os.environ.get("IW_CACHE_DIR", "")
+    if where.lower() == "off":
+        return None
+    return Path(where) if where else DERIVED_CACHE
+
+
+@functools.lru_cache(maxsize=1)
+def parser_version() -> str:
+    """A digest of everything that shapes a derived table: the parsers' source and the pickling stack."""
+    import numpy
+    import pandas
+
+    from . import logs
+
+    h = hashlib.sha256(f"{CACHE_FORMAT} {platform.python_version()} {pandas.__version__} {numpy.__version__}".encode())
+    for module in (logs.__file__, __file__):
+        h.update(Path(module).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def cache_key(kind: str, path: Path) -> str:
+    """The key of `kind` derived from raw file `path` (which must exist): its content hash, path and parser."""
+    st = Path(path).stat()
+    digest = _sha256_cached(str(path), st.st_mtime_ns, st.st_size)
+    return hashlib.sha256(f"{kind}\0{parser_version()}\0{path}\0{digest}".encode()).hexdigest()[:32]
+
+
+_memo: dict[str, object] = {}
+
+
+def derived(kind: str, path: Path, build):
+    """build(), the result of parsing raw file `path` into a `kind` of table, from the cache when this file
+    version was parsed before by this parser version. Each result is loaded once per process and shared:
+    treat it as read-only. A build that raises is not cached."""
+    key = cache_key(kind, path)
+    if key in _memo:
+        return _memo[key]
+    where = cache_dir()
+    entry = where / kind / f"{key}.pkl" if where else None
+    value = _MISSING = object()
+    if entry is not None:
+        try:
+            with open(entry, "rb") as f:
+                value = pickle.load(f)
+        except FileNotFoundError:
+            pass
+        except Exception:  # a partial or foreign entry: parse again and overwrite it
+            value = _MISSING
+    if value is _MISSING:
+        value = build()
+        if entry is not None:
+            _write_entry(entry, value)
+    _memo[key] = value
+    return value
+
+
+def _write_entry(entry: Path, value) -> None:
+    """Atomically (temp file + rename: notebooks building in parallel may write the same entry); a cache
+    that cannot be written (read-only checkout) is skipped."""
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=entry.parent)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(value, f, protocol=5)
+        os.replace(tmp, entry)
+    except Exception:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def clear_memo() -> None:
+    """Forget what this process loaded (tests; a long-lived kernel after new runs land)."""
+    _memo.clear()
+
+
+def _parse_bench_file(path: Path):
     from .logs import bench_from_dict
 
     try:
-        raw = json.loads(read_text(Path(path)))
+        raw = json.loads(read_text(path))
     except ValueError as e:
-        from .errors import LogParseError
+        raise LogParseError(path, getattr(e, "lineno", None), f"not valid JSON: {e}")
+    return bench_from_dict(raw, path)
 
-        raise LogParseError(Path(path), getattr(e, "lineno", None), f"not valid JSON: {e}")
-    return bench_from_dict(raw, Path(path))
+
+def bench_result(path: Path):
+    """A bench result file (checked against its manifest), parsed once per file version and parser version
+    (large ones are megabytes of per-request arrays). Treat what it returns as read-only."""
+    path = verify_artefact(Path(path))
+    return derived("bench", path, lambda: _parse_bench_file(path))
+
+
+def _stats_and_first_ts(text: str, path: Path):
+    from .logs import parse_startup, parse_stats
+
+    frame = parse_stats(text, path)
+    return frame, (parse_startup(text).first_ts if len(frame) else None)
+
+
+def log_stats(path: Path):
+    """(stats frame, first timestamp) of a server log (checked against its manifest): logs.parse_stats's
+    frame without the `epoch` column (which needs the manifest) and the log's first timestamp."""
+    path = verify_artefact(Path(path))
+    return derived("stats", path, lambda: _stats_and_first_ts(read_text(path), path))
+
+
+def log_startup(path: Path):
+    """logs.parse_startup of a server log (checked against its manifest), cached like every derived table."""
+    from .logs import parse_startup
+
+    path = verify_artefact(Path(path))
+    return derived("startup", path, lambda: parse_startup(read_text(path), path))
+
+
+def log_metrics(path: Path) -> dict:
+    """logs.parse_metrics of a /metrics snapshot (checked against its manifest), cached."""
+    from .logs import parse_metrics
+
+    path = verify_artefact(Path(path))
+    return derived("metrics", path, lambda: parse_metrics(read_text(path), path))
 
 
 class PointData:
@@ -290,29 +422,22 @@ class PointData:
         return [p for p in self.manifest.get("passes", []) if kind is None or p["kind"] == kind]
 
     def bench(self, label: str = "bench"):
-        path = open_artefact(self.path, f"{label}.json")
-        st = path.stat()
-        return _bench_result(str(path), st.st_mtime_ns, st.st_size)
+        return bench_result(open_artefact(self.path, f"{label}.json"))
 
     def server_log(self) -> str:
         return read_artefact(self.path, "server.log")
 
     def startup(self):
         """The startup report, if this point's log slice holds the server's start."""
-        from .logs import parse_startup
-
         if not (self.manifest.get("session") or {}).get("has_startup"):
             return None
-        return parse_startup(self.server_log(), self.path / "server.log")
+        return log_startup(open_artefact(self.path, "server.log"))
 
     def stats(self):
-        """Periodic stats lines of this point's log slice, with an `epoch` column."""
-        from .logs import parse_startup, parse_stats
-
-        text = self.server_log()
-        frame = parse_stats(text, self.path / "server.log")
+        """Periodic stats lines of this point's log slice, with an `epoch` column (a fresh frame each call)."""
+        frame, first = log_stats(open_artefact(self.path, "server.log"))
+        frame = frame.copy()
         if len(frame):
-            first = parse_startup(text).first_ts
             offset = float(self.manifest.get("rig_info", {}).get("utc_offset_s", 0.0))
             frame["epoch"] = log_epoch(first, self.manifest.get("written", 0.0), offset) + frame["t_s"]
         else:
@@ -327,10 +452,8 @@ class PointData:
         return frame[(frame["epoch"] >= rec["started"] - 1) & (frame["epoch"] <= rec["ended"] + 1)]
 
     def metrics(self, which: str) -> dict:
-        from .logs import parse_metrics
-
         try:
-            return parse_metrics(read_artefact(self.path, f"metrics-{which}.prom"))
+            return dict(log_metrics(open_artefact(self.path, f"metrics-{which}.prom")))
         except FileNotFoundError:
             return {}
 
