@@ -19,6 +19,7 @@ from inference_wall.logs import (
     bench_from_dict,
     count_preemptions,
     histogram_sum_count,
+    iter_metric_samples,
     metrics_delta,
     parse_bench,
     parse_iterations,
@@ -327,6 +328,16 @@ def test_metrics_garbage_names_the_line():
     with pytest.raises(LogParseError) as err:
         parse_metrics("# ok\nvllm:x 1\nvllm:y{a=\"b\"} one\n", "metrics.txt")
     assert err.value.line == 3 and "metrics.txt:3" in str(err.value)
+
+
+def test_metrics_samples_come_from_prometheus_clients_parser():
+    """Labels are parsed (escapes undone), and a counter keeps the sample name it was written with
+    (prometheus_client's parser appends `_total` to a counter sample that lacks it)."""
+    text = ('# TYPE vllm:old_counter counter\nvllm:old_counter{model_name="a\\"b, c"} 2\n'
+            '# TYPE vllm:new_total counter\nvllm:new_total 3\nvllm:new_created 1.7e9\n')
+    samples = list(iter_metric_samples(text))
+    assert samples[0] == ("vllm:old_counter", {"model_name": 'a"b, c'}, 2.0)
+    assert parse_metrics(text) == {"vllm:old_counter": 2.0, "vllm:new_total": 3.0}
 
 
 @pytest.mark.parametrize("path", METRICS_FILES, ids=ids(METRICS_FILES))

@@ -1,4 +1,4 @@
-"""Parsers for what vLLM writes: the server log, `vllm bench serve` results, `/metrics` text.
+"""Parsers for what vLLM writes: the server log, `vllm bench serve` results, `/metrics` text (through prometheus_client).
 
 Pure functions of text (or of one JSON file, for `parse_bench`): no process, no network.
 Tolerant across vLLM 0.18 to 0.33 and across its CUDA and CPU builds; the variants met are
@@ -702,25 +702,36 @@ def _ms(seconds: Any) -> float:
 # Prometheus /metrics text
 # ---------------------------------------------------------------------------------------------
 
-_SAMPLE = re.compile(
-    r'^(?P<name>[A-Za-z_:][\w:]*)(?P<labels>\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\})?\s+(?P<value>\S+)(?:\s+-?\d+)?\s*$'
-)
+def iter_metric_samples(text: str, path: str | Path | None = None) -> Iterator[tuple[str, dict[str, str], float]]:
+    """(sample name, labels, value) for every sample of a Prometheus text exposition, as parsed by
+    prometheus_client's own parser (the library vLLM exports its metrics with). Sample names are as
+    written: prometheus_client adds `_total` to a counter's samples that lack it; that is undone here.
+    A line the parser refuses is an error naming that line."""
+    from prometheus_client.parser import text_fd_to_metric_families
 
+    lines = split_lines(text)
+    written: set[str] = set()
+    at = 0
 
-def iter_metric_samples(text: str, path: str | Path | None = None) -> Iterator[tuple[str, str, float]]:
-    """(name, labels text, value) for every sample line of a Prometheus text exposition."""
-    for lineno, line in enumerate(split_lines(text), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if m is None:
-            raise LogParseError(path, lineno, f"not a Prometheus sample line: {line[:200]!r}")
-        try:
-            value = float(m["value"])  # handles NaN, +Inf, -Inf
-        except ValueError:
-            raise LogParseError(path, lineno, f"sample value {m['value']!r} is not a number") from None
-        yield m["name"], m["labels"] or "", value
+    def feed():
+        nonlocal at
+        for at, line in enumerate(lines, 1):
+            stripped = line.strip()
+            if stripped and not stripped.startswith("#"):
+                written.add(re.split(r"[{\s]", stripped, maxsplit=1)[0])
+            yield line
+
+    try:
+        for family in text_fd_to_metric_families(feed()):
+            for sample in family.samples:
+                name = sample.name
+                if name not in written and name.endswith("_total") and name[: -len("_total")] in written:
+                    name = name[: -len("_total")]
+                yield name, dict(sample.labels), float(sample.value)
+    except (ValueError, IndexError, KeyError) as e:
+        detail = f" ({e})" if str(e) else ""
+        line = lines[at - 1].strip() if 0 < at <= len(lines) else ""
+        raise LogParseError(path, at or None, f"not a Prometheus sample line{detail}: {line[:200]!r}") from None
 
 
 def parse_metrics(text: str, path: str | Path | None = None) -> dict[str, float]:
