@@ -80,6 +80,10 @@ def test_no_file_a_sweep_writes_holds_a_secret(fake_vllm_env, monkeypatch):
     assert manifest["session"]["server_env"]["EXTRA_AUTH_TOKEN"] == "<redacted>"
     assert manifest["session"]["server_env"]["OMP_NUM_THREADS"] == "1"
     assert set(manifest["artefacts"]) == set(manifest["files"])  # each file's size and sha256
+    from inference_wall.record import FORMAT_VERSION, PointRecord
+
+    assert manifest["format"] == FORMAT_VERSION  # written through the typed record
+    assert PointRecord.from_dict(manifest).pass_("bench").kind == "measured"
     assert manifest["artefacts"]["bench.json"]["bytes"] == (ctx.rig_dir / "p0" / "bench.json").stat().st_size
     info = json.loads((ctx.rig_dir / "p0" / "server_info.json").read_text())
     assert info["vllm_env"]["VLLM_MAX_BAD_WORDS_TOTAL_TOKENS"] == 1024  # a setting, not a secret: kept

@@ -408,11 +408,18 @@ def log_metrics(path: Path) -> dict:
 
 
 class PointData:
-    """One complete point: its manifest and lazy access to its raw files."""
+    """One complete point: its manifest (`manifest`, the dict as written; `record`, the same as a typed,
+    versioned record.PointRecord, loaded once) and lazy access to its raw files."""
 
     def __init__(self, part: str, rig: str, path: Path, manifest: dict):
         self.part, self.rig, self.path, self.manifest = part, rig, Path(path), manifest
         self.name = self.path.name
+
+    @functools.cached_property
+    def record(self):
+        from .record import PointRecord
+
+        return PointRecord.from_dict(self.manifest, self.path / MANIFEST)
 
     @property
     def params(self) -> dict:
@@ -429,7 +436,7 @@ class PointData:
 
     def startup(self):
         """The startup report, if this point's log slice holds the server's start."""
-        if not (self.manifest.get("session") or {}).get("has_startup"):
+        if not (self.record.session and self.record.session.has_startup):
             return None
         return log_startup(open_artefact(self.path, "server.log"))
 
@@ -438,18 +445,18 @@ class PointData:
         frame, first = log_stats(open_artefact(self.path, "server.log"))
         frame = frame.copy()
         if len(frame):
-            offset = float(self.manifest.get("rig_info", {}).get("utc_offset_s", 0.0))
-            frame["epoch"] = log_epoch(first, self.manifest.get("written", 0.0), offset) + frame["t_s"]
+            offset = float(self.record.rig_info.get("utc_offset_s", 0.0))
+            frame["epoch"] = log_epoch(first, self.record.written, offset) + frame["t_s"]
         else:
             frame["epoch"] = []
         return frame
 
     def stats_during(self, label: str = "bench"):
-        rec = next((p for p in self.passes() if p["label"] == label), None)
+        rec = self.record.pass_(label)
         frame = self.stats()
         if rec is None or not len(frame):
             return frame.iloc[0:0]
-        return frame[(frame["epoch"] >= rec["started"] - 1) & (frame["epoch"] <= rec["ended"] + 1)]
+        return frame[(frame["epoch"] >= rec.started - 1) & (frame["epoch"] <= rec.ended + 1)]
 
     def metrics(self, which: str) -> dict:
         try:
@@ -479,7 +486,7 @@ def pass_summary(point: PointData, label: str = "bench") -> dict:
     return {
         "rig": point.rig,
         "point": point.name,
-        "max_num_seqs": point.manifest.get("max_num_seqs"),
+        "max_num_seqs": point.record.max_num_seqs,
         "num_prompts": b.num_prompts if b.num_prompts is not None else b.completed,
         "completed": b.completed,
         "duration_s": b.duration_s,
@@ -513,9 +520,9 @@ def server_starts(data_dir: Path | None = None):
             rep = pt.startup()
             if rep is None:
                 continue
-            s = pt.manifest["session"]
-            rows.append({"rig": pt.rig, "part": part, "first_point": pt.name, "max_num_seqs": pt.manifest.get("max_num_seqs"),
-                         "start_to_healthy_s": s.get("start_to_healthy_s"), "profile_warmup_s": rep.profile_warmup_s,
+            s = pt.record.session
+            rows.append({"rig": pt.rig, "part": part, "first_point": pt.name, "max_num_seqs": pt.record.max_num_seqs,
+                         "start_to_healthy_s": s.start_to_healthy_s, "profile_warmup_s": rep.profile_warmup_s,
                          "torch_compile_s": rep.torch_compile_s, "graph_capture_s": rep.graph_capture_s,
-                         "init_engine_s": rep.init_engine_s, "started": s.get("server_started")})
+                         "init_engine_s": rep.init_engine_s, "started": s.server_started})
     return pd.DataFrame(rows).sort_values(["rig", "started"]).drop(columns="started") if rows else pd.DataFrame()

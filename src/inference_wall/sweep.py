@@ -29,6 +29,7 @@ from .bench import BenchForkServer, PassSpec, Workload, run_pass
 from .errors import UserError
 from .lock import writer_lock
 from .modelkit import ModelSpec
+from .record import new_manifest
 from .redact import redact_argv, redact_record, redact_server_info, scrub_files, secret_values
 from .rig import RigProfile
 from .server import ServerSpec, TerminateAsInterrupt, VllmServer
@@ -310,7 +311,9 @@ def _manifest(point: PointPlan, ctx: SweepContext, model: ModelSpec, records: li
     records = [{**r, "command": redact_argv(r["command"])} if "command" in r else r for r in records]
     if session and session.get("server_command"):
         session = {**session, "server_command": redact_argv(session["server_command"])}
-    return redact_record(_manifest_fields(point, ctx, model, records, session, status, pdir, error), _secrets(ctx))
+    # new_manifest: the fields checked as a typed, versioned record.PointRecord (format included)
+    return redact_record(new_manifest(_manifest_fields(point, ctx, model, records, session, status, pdir, error)),
+                         _secrets(ctx))
 
 
 def _manifest_fields(point: PointPlan, ctx: SweepContext, model: ModelSpec, records: list[dict],
