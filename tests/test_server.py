@@ -81,3 +81,48 @@ def test_ctrl_c_stops_the_server_and_removes_its_registry_entry(tmp_path):
         time.sleep(0.1)
     assert not group_alive(pgid)
     assert list((state / "servers").glob("*.json")) == []
+
+
+def _fake_server_env(tmp_path, monkeypatch):
+    from inference_wall import server
+
+    monkeypatch.setenv("PYTHONPATH", fake_vllm.install(tmp_path / "fake"))
+    monkeypatch.setattr(server, "REGISTRY", tmp_path / "registry")
+    return server
+
+
+def test_a_port_taken_between_choice_and_bind_is_retried(tmp_path, monkeypatch):
+    import socket
+
+    server = _fake_server_env(tmp_path, monkeypatch)
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    taken = holder.getsockname()[1]
+    ports = iter([taken])
+    real_free, real_in_use = server.free_port, server.port_in_use
+    monkeypatch.setattr(server, "free_port", lambda: next(ports, None) or real_free())
+    # the race: the port looked free when chosen and checked, and was taken before vLLM bound it
+    monkeypatch.setattr(server, "port_in_use", lambda port: False if port == taken else real_in_use(port))
+    try:
+        with server.VllmServer(server.ServerSpec(model="m", python=sys.executable, startup_timeout_s=60),
+                               tmp_path / "server.log") as s:
+            assert s.port != taken and s.get("/health") is not None
+        assert f"port {taken} was taken" in (tmp_path / "server.log").read_text()
+    finally:
+        holder.close()
+
+
+def test_a_server_that_exits_while_serving_is_reported_as_exited(tmp_path, monkeypatch):
+    from inference_wall.bench import BenchError
+
+    server = _fake_server_env(tmp_path, monkeypatch)
+    s = server.VllmServer(server.ServerSpec(model="m", python=sys.executable, startup_timeout_s=60), tmp_path / "server.log")
+    with s:
+        symptom = BenchError("4 of 4 requests failed (0 completed)")
+        assert s.exit_error(symptom) is symptom  # still serving: the error stands
+        os.killpg(s.proc.pid, signal.SIGKILL)
+        s.proc.wait(10)
+        err = s.exit_error(symptom)
+    assert isinstance(err, server.ServerExited)
+    assert str(err).startswith("the server exited (status -9)") and "log tail:" in str(err) and "\n" not in str(err)

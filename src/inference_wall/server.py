@@ -31,6 +31,25 @@ class ServerStartError(UserError):
     pass
 
 
+class ServerExited(UserError):
+    """The server process ended while a point was using it: its status and log tail, not the bench's symptoms."""
+
+
+# a port chosen by free_port() can be taken by another process before vLLM binds it: try again this often
+PORT_ATTEMPTS = 3
+_PORT_TAKEN = ("Address already in use", "[Errno 98]", "address already in use")
+
+
+def _port_taken(log_path: Path, offset: int) -> bool:
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return False
+    return any(k in text for k in _PORT_TAKEN)
+
+
 @dataclass
 class ServerSpec:
     model: str  # folder (dummy weights) or hub id
@@ -191,11 +210,31 @@ class VllmServer:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> "VllmServer":
+        """Start the server and wait until it is healthy. A port this class chose itself that another
+        process takes between the choice and vLLM's bind ("Address already in use" in the log) is given up
+        for a fresh one, up to PORT_ATTEMPTS times; a port the spec names is never changed."""
         reap_orphans()
-        self.port = self.spec.port or free_port()
-        if port_in_use(self.port):
-            raise ServerStartError(f"port {self.port} is already in use on 127.0.0.1 (another server running?); "
-                                   "stop it or pick another port")
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self.port = self.spec.port or free_port()
+            if port_in_use(self.port):
+                if self.spec.port is None and attempt < PORT_ATTEMPTS:
+                    continue
+                raise ServerStartError(f"port {self.port} is already in use on 127.0.0.1 (another server running?); "
+                                       "stop it or pick another port")
+            offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+            try:
+                self._launch()
+                return self
+            except ServerStartError:
+                if self.spec.port is None and attempt < PORT_ATTEMPTS and _port_taken(self.log_path, offset):
+                    with open(self.log_path, "a") as log:
+                        log.write(f"[inference_wall] port {self.port} was taken before vLLM bound it; "
+                                  f"starting again on another port\n")
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    def _launch(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.spec.env, "VLLM_SERVER_DEV_MODE": "1", "PYTHONUNBUFFERED": "1"}
         cmd = self.spec.command(self.port)
@@ -218,7 +257,16 @@ class VllmServer:
         except BaseException:
             self.stop()
             raise
-        return self
+
+    def exit_error(self, error: BaseException) -> BaseException:
+        """What to report for a failure met while this server was serving: when the server itself has exited
+        (its requests then fail, and the bench reports "N requests failed"), a ServerExited naming its exit
+        status and its log's tail; otherwise `error` unchanged."""
+        code = self.proc.poll() if self.proc is not None else None
+        if code is None:
+            return error
+        return ServerExited(f"the server exited (status {code}) while serving; log {self.log_path}, "
+                            f"log tail: {' | '.join(tail(self.log_path, 6).splitlines())}")
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.spec.startup_timeout_s

@@ -248,6 +248,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                 _record_failure(pdir, point, ctx, model, log_path, log_offset, session, records, e, "interrupted", session_id)
                 raise
             except Exception as e:  # noqa: BLE001 - any failure marks the point failed and stops the sweep
+                e = server.exit_error(e)  # a dead server, not the requests it failed, is the cause
                 _record_failure(pdir, point, ctx, model, log_path, log_offset, session, records, e, "failed", session_id)
                 report.failed.append(point.name)
                 raise SweepFailed(f"point {point.name} failed: {e}; rerun the same command to redo it "
