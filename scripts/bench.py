@@ -13,6 +13,11 @@
 """
 from __future__ import annotations
 
+import argparse
+import os
+import pickle
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,6 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+
+from inference_wall.store import DERIVED_CACHE  # noqa: E402
 
 
 def timed(cmd: list[str], cwd: Path) -> float:
@@ -77,7 +84,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", type=int, default=1, help="builds of each kind (warm, cold); medians are printed")
     ap.add_argument("--no-clone", action="store_true", help="leave out the fresh clone to built book")
     args = ap.parse_args(argv)
-    import os
 
     print(f"machine: {os.cpu_count()} CPUs, load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
           f"(other work on the machine slows every figure below)")
