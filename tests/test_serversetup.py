@@ -5,11 +5,11 @@ from pathlib import Path
 
 from inference_wall.serversetup import setup_from_log, setup_table
 
-FIXTURES = Path(__file__).parent / "fixtures" / "logs"
+FIXTURE = Path(__file__).parent / "fixtures" / "setup" / "h200-vllm-0.22.1-override.log"
 
 
 def test_setup_from_a_real_h200_log_with_a_fixed_pool():
-    text = (FIXTURES / "h200-vllm-0.22.1" / "setup-override.log").read_text()
+    text = FIXTURE.read_text()
     s = setup_from_log(text)
     assert s["vllm_version"] == "0.22.1" and s["dtype"] == "float16"
     assert s["weights"].startswith("dummy")
@@ -22,7 +22,7 @@ def test_setup_from_a_real_h200_log_with_a_fixed_pool():
 
 
 def test_a_setting_the_log_does_not_state_is_absent():
-    text = (FIXTURES / "h200-vllm-0.22.1" / "setup-override.log").read_text()
+    text = FIXTURE.read_text()
     lines = [ln for ln in text.splitlines(keepends=True) if "Chunked prefill" not in ln and "sampl" not in ln]
     s = setup_from_log("".join(lines))
     assert "max_num_batched_tokens" not in s and "sampler" not in s
@@ -30,7 +30,7 @@ def test_a_setting_the_log_does_not_state_is_absent():
 
 
 def test_eager_servers_read_as_eager():
-    text = (FIXTURES / "h200-vllm-0.22.1" / "setup-override.log").read_text()
+    text = FIXTURE.read_text()
     s = setup_from_log(text.replace("enforce_eager=False", "enforce_eager=True"))
     assert s["graphs"].startswith("eager") and "cudagraph_max" not in s
 

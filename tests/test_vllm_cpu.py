@@ -80,13 +80,20 @@ def wait_for(predicate, timeout: float, what: str):
 # ---------------------------------------------------------------------------------------------
 # Part 3 through `make reproduce` (papermill, run mode): the sweep, its artefacts, batching.
 # ---------------------------------------------------------------------------------------------
+# Secrets a user's shell may hold while running a part: none may reach a file the run writes (the real
+# server echoes its environment into /server_info). VLLM_API_KEY is left out: it would make the real server
+# demand the key from the benchmark client.
+FAKE_SECRETS = {"HF_TOKEN": "hf_FAKEfakeFAKEfake-cpu-e2e-0123", "MY_SERVICE_PASSWORD": "fake-password-cpu-e2e-0123",
+                "AWS_SECRET_ACCESS_KEY": "fake/aws/secret/cpu-e2e/0123"}
+
+
 @pytest.fixture(scope="module")
 def part3(tmp_path_factory):
     data = make_data_dir(tmp_path_factory.mktemp("p3") / "data")
     out = data.parent / "executed.ipynb"
     res = subprocess.run(["make", "-s", "reproduce", "PART=3", "RIG=cpu-tiny",
                           f"ARGS=--data-dir {data} --python {VLLM_PY} --output {out}"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+                         cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, **FAKE_SECRETS})
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return data, out
 
@@ -117,6 +124,19 @@ def test_part3_points_are_complete_with_raw_artefacts(part3):
             store.open_artefact(point, name)
         report = parse_startup(store.read_artefact(point, "server.log"))
         assert report.kv_cache_device == "CPU" and report.kv_cache_tokens > 0
+
+
+def test_no_file_the_real_run_wrote_holds_a_secret_of_its_environment(part3):
+    import gzip
+
+    data, _ = part3
+    files = [f for f in store.rig_dir(3, "cpu-tiny", data).rglob("*") if f.is_file()]
+    assert any(f.name.startswith("server_info.json") for f in files)
+    for f in files:
+        raw = f.read_bytes()
+        text = (gzip.decompress(raw) if f.suffix == ".gz" else raw).decode(errors="replace")
+        for name, secret in FAKE_SECRETS.items():
+            assert secret not in text, f"{f.name} holds the value of {name}"
 
 
 def test_batching_lifts_flood_throughput(part3):
