@@ -139,8 +139,7 @@ def rig_pool(rig_dir: Path, preset: str, data_dir: Path | None = None, serve_arg
     """The KV pool of a rig for a model preset: exact when the rig's profile fixes it
     (`--num-gpu-blocks-override`), else from the latest server start recorded for that preset in any part
     of the rig (`rig_dir` is one part's folder; its siblings are the other parts)."""
-    from .logs import parse_startup
-    from .store import read_artefact, read_manifest
+    from .store import log_startup, open_artefact, read_manifest
 
     try:
         layout = ModelLayout.from_preset(preset, data_dir)
@@ -167,7 +166,7 @@ def rig_pool(rig_dir: Path, preset: str, data_dir: Path | None = None, serve_arg
                 continue
             starts.append(((m.get("session") or {}).get("server_started") or 0, pdir))
     for _, pdir in sorted(starts, reverse=True):
-        pool = pool_from_report(parse_startup(read_artefact(pdir, "server.log")), layout)
+        pool = pool_from_report(log_startup(open_artefact(pdir, "server.log")), layout)
         if pool is not None:
             return pool
     return None
@@ -180,13 +179,12 @@ def _block_size_from_args(args: list[str]) -> int | None:
 def _logged_block_size(runs: Path, preset: str) -> int | None:
     """The attention block size a hybrid model's start logged on any rig (vLLM derives it from the model's
     page sizes, not from the pool's size)."""
-    from .logs import parse_startup
-    from .store import read_artefact, read_manifest
+    from .store import log_startup, open_artefact, read_manifest
 
     for log in sorted(runs.glob("*/*/*/server.log*")):
         m = read_manifest(log.parent)
         if m and (m.get("model") or {}).get("preset") == preset and (m.get("session") or {}).get("has_startup"):
-            block = parse_startup(read_artefact(log.parent, "server.log")).block_size
+            block = log_startup(open_artefact(log.parent, "server.log")).block_size
             if block:
                 return block
     return None

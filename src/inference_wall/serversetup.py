@@ -10,6 +10,7 @@ current --gpu-memory-utilization=X ...`, 0.21+). The published rig's setup is wh
 from __future__ import annotations
 
 import ast
+import hashlib
 import re
 from pathlib import Path
 
@@ -39,6 +40,10 @@ _ROUTINE_ARGS = {"model_tag", "model", "tokenizer", "host", "port", "served_mode
                  "load_format", "max_num_seqs", "gpu_memory_utilization", "num_gpu_blocks_override",
                  "enable_chunked_prefill", "max_num_batched_tokens", "enable_prefix_caching", "enforce_eager",
                  "disable_log_requests", "enable_log_requests"}
+
+
+# The derived-table cache keys on logs.py and store.py; this module's own parsing adds its digest.
+_CACHE_KIND = "setup-" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
 
 
 def _config_value(config: str, key: str) -> str | None:
@@ -114,7 +119,7 @@ def setup_table(data_dir: Path | None = None) -> pd.DataFrame:
     the caps of a sweep), the published rig from the posts; a field no record states reads "not stated"."""
     from .reference import load_reference
     from .schema import PARTS, PUBLISHED_RIG
-    from .store import iter_points, read_artefact
+    from .store import derived, iter_points, open_artefact, read_text
 
     by_rig: dict[tuple[str, str], list[dict]] = {}
     for part in PARTS.values():
@@ -122,8 +127,8 @@ def setup_table(data_dir: Path | None = None) -> pd.DataFrame:
             if not (m.get("session") or {}).get("has_startup"):
                 continue
             model = (m.get("model") or {}).get("preset") or "?"
-            by_rig.setdefault((rig, model), []).append(
-                setup_from_log(read_artefact(point, "server.log"), point / "server.log"))
+            log = open_artefact(point, "server.log")
+            by_rig.setdefault((rig, model), []).append(derived(_CACHE_KIND, log, lambda log=log: setup_from_log(read_text(log), log)))
     rows = []
     try:
         published = load_reference(1, data_dir)["server_setup"].set_index("setting")["stated"].to_dict()
