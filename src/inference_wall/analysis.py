@@ -29,6 +29,61 @@ def knee(rate_sweep: pd.DataFrame, keep_up: float = 0.9) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class Interval:
+    """A value with the range its inputs allow (a confidence interval, a printed figure's rounding, or the
+    spread of repeated measurements): low <= value <= high."""
+
+    value: float
+    low: float
+    high: float
+
+    def __post_init__(self):
+        if not (self.low <= self.value <= self.high):
+            raise ValueError(f"interval {self.low} .. {self.high} does not hold its value {self.value}")
+
+    @classmethod
+    def exact(cls, value: float) -> "Interval":
+        return cls(float(value), float(value), float(value))
+
+    @classmethod
+    def printed(cls, value: float) -> "Interval":
+        """A published figure: what its printed digits allow (half a unit of the last digit shown)."""
+        value = float(value)
+        text = f"{value:.10g}"
+        decimals = len(text.split(".")[1]) if "." in text and "e" not in text else 0
+        half = 0.5 * 10 ** -decimals
+        return cls(value, value - half, value + half)
+
+    @classmethod
+    def spread(cls, values) -> "Interval":
+        """Repeated measurements of one quantity: their mean, from the least to the largest."""
+        v = [float(x) for x in values if x is not None and math.isfinite(float(x))]
+        if not v:
+            raise ValueError("no finite values")
+        return cls(min(max(float(np.mean(v)), min(v)), max(v)), min(v), max(v))
+
+    def widen(self, rel: float) -> "Interval":
+        """The same value with its range widened by a relative spread either way (run-to-run)."""
+        return Interval(self.value, min(self.low, self.value * (1 - rel)), max(self.high, self.value * (1 + rel)))
+
+    def map(self, fn) -> "Interval":
+        """A monotone function of the interval."""
+        ends = sorted((fn(self.low), fn(self.high)))
+        return Interval(fn(self.value), min(ends[0], fn(self.value)), max(ends[1], fn(self.value)))
+
+
+def combine(fn, *intervals: Interval) -> Interval:
+    """fn of several independent intervals: the value at the central values, the range from the extremes of
+    fn over every corner of the intervals' box (exact for functions monotone in each argument)."""
+    from itertools import product
+
+    value = fn(*(i.value for i in intervals))
+    corners = [fn(*c) for c in product(*((i.low, i.high) for i in intervals))]
+    corners = [c for c in corners if not math.isnan(c)]
+    return Interval(value, min([value, *corners]), max([value, *corners]))
+
+
 @dataclass
 class LinearFit:
     intercept: float
@@ -37,6 +92,42 @@ class LinearFit:
     slope_ci: tuple[float, float]
     r2: float
     n: int
+    cov: np.ndarray | None = None  # covariance of (intercept, slope); None for a published fit (no points)
+    dof: int = 0
+
+    @classmethod
+    def published(cls, intercept: float, slope: float) -> "LinearFit":
+        """A fit known only by its printed coefficients: the range is their rounding."""
+        a, b = Interval.printed(intercept), Interval.printed(slope)
+        return cls(a.value, b.value, (a.low, a.high), (b.low, b.high), math.nan, 0)
+
+    def draws(self, n: int = 4000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Plausible (intercept, slope) pairs: from the fit's t distribution (points), or uniform over the
+        printed coefficients' rounding (a published fit)."""
+        rng = np.random.default_rng(seed)
+        if self.cov is not None and self.dof > 0 and np.all(np.isfinite(self.cov)):
+            z = rng.multivariate_normal([0.0, 0.0], self.cov, size=n)
+            z *= np.sqrt(self.dof / rng.chisquare(self.dof, size=n))[:, None]
+            return self.intercept + z[:, 0], self.slope + z[:, 1]
+        return (rng.uniform(*self.intercept_ci, size=n), rng.uniform(*self.slope_ci, size=n))
+
+    def interval(self, fn, confidence: float = 0.95) -> Interval:
+        """fn(intercept, slope) with the range the fit's uncertainty allows (central `confidence`)."""
+        a, b = self.draws()
+        values = np.asarray(fn(a, b), float)
+        values = values[np.isfinite(values)]
+        value = float(fn(self.intercept, self.slope))
+        if not len(values):
+            return Interval.exact(value)
+        lo, hi = np.quantile(values, [0.5 - confidence / 2, 0.5 + confidence / 2])
+        return Interval(value, min(value, float(lo)), max(value, float(hi)))
+
+    def step_ms(self, batch) -> Interval:
+        return self.interval(lambda a, b: a + b * batch)
+
+    def decode_tok_s(self, batch) -> Interval:
+        """Pure decode throughput at a running batch: batch / step time."""
+        return self.interval(lambda a, b: batch / (a + b * batch) * 1000.0)
 
     @property
     def crossover(self) -> float:
@@ -61,6 +152,7 @@ def linear_fit(x, y, confidence: float = 0.95) -> LinearFit:
     dof = n - 2
     ss_res = float(resid @ resid)
     ss_tot = float(((y - y.mean()) ** 2).sum())
+    cov = None
     if dof > 0:
         sigma2 = ss_res / dof
         cov = sigma2 * np.linalg.inv(X.T @ X)
@@ -70,7 +162,7 @@ def linear_fit(x, y, confidence: float = 0.95) -> LinearFit:
         half = np.array([math.nan, math.nan])
     a, b = float(coef[0]), float(coef[1])
     return LinearFit(a, b, (a - half[0], a + half[0]), (b - half[1], b + half[1]),
-                     1 - ss_res / ss_tot if ss_tot > 0 else 1.0, n)
+                     1 - ss_res / ss_tot if ss_tot > 0 else 1.0, n, cov if dof > 0 else None, dof)
 
 
 def cliff_ratio(mns_sweep: pd.DataFrame) -> float:
@@ -126,3 +218,48 @@ def attention_layer_counts(text_config: dict) -> tuple[int, int]:
     types = text_config.get("layer_types")
     full = sum(1 for t in types if t == "full_attention") if types else layers
     return full, layers
+
+
+def plateau_batch_of_fit(intercept: float, slope: float, gain_per_doubling: float = 0.05) -> float:
+    """The batch past which the step model (step = a + b x batch, throughput = batch / step) gains less than
+    `gain_per_doubling` per doubling of the batch: T(2B) / T(B) = 2 (a + bB) / (a + 2bB) < 1 + g, i.e.
+    B > a/b x (1 - g) / (2g). For a 5% gain that is 9.5 x a/b: far past the crossover a/b, where the model
+    gives half its asymptotic throughput (B / (a + bB) = 1 / (2b) at B = a/b) and still gains a third per
+    doubling."""
+    g = gain_per_doubling
+    return intercept / slope * (1 - g) / (2 * g)
+
+
+def gdn_state_bytes(text_config: dict, dtype_bytes: int = 2) -> int:
+    """One Gated DeltaNet layer's per-request state: the recurrent state (value heads x key dim x value dim,
+    in `mamba_ssm_dtype`) plus the convolution's last (kernel - 1) inputs of the q, k, v channels."""
+    ssm_bytes = 4 if text_config.get("mamba_ssm_dtype", "float32") == "float32" else 2
+    kh, vh = text_config["linear_num_key_heads"], text_config["linear_num_value_heads"]
+    kd, vd = text_config["linear_key_head_dim"], text_config["linear_value_head_dim"]
+    ssm = vh * kd * vd * ssm_bytes
+    conv = (2 * kh * kd + vh * vd) * (text_config["linear_conv_kernel_dim"] - 1) * dtype_bytes
+    return ssm + conv
+
+
+def hybrid_block_size(text_config: dict, dtype_bytes: int = 2, multiple: int = 16) -> int:
+    """The attention page of a hybrid model in vLLM: enough tokens that one attention layer's page (K and V
+    per token) is at least one recurrent layer's state, rounded up to a multiple of 16 tokens. For
+    Qwen3.5-4B: a 2.05 MiB state over 4 KiB per token -> 528 tokens, as vLLM logs it."""
+    per_token = kv_bytes_per_token_per_layer(text_config, dtype_bytes)
+    tokens = math.ceil(gdn_state_bytes(text_config, dtype_bytes) / per_token)
+    return math.ceil(tokens / multiple) * multiple
+
+
+def vision_tower_params(config: dict) -> int:
+    """Parameters of a Qwen-VL style vision tower (patch embedding, position embedding, transformer blocks,
+    patch merger) from its vision_config; 0 when the model has none. Text decode never reads them."""
+    v = config.get("vision_config")
+    if not v:
+        return 0
+    h, i, depth = v["hidden_size"], v["intermediate_size"], v["depth"]
+    patch = v["in_channels"] * v.get("temporal_patch_size", 1) * v["patch_size"] ** 2 * h + h
+    pos = v.get("num_position_embeddings", 0) * h
+    block = (3 * h * h + 3 * h) + (h * h + h) + (2 * h * i + i + h) + 4 * h  # qkv, proj, mlp, two norms
+    merged = h * v.get("spatial_merge_size", 1) ** 2
+    merger = 2 * h + (merged * merged + merged) + (merged * v["out_hidden_size"] + v["out_hidden_size"])
+    return patch + pos + depth * block + merger

@@ -1,9 +1,19 @@
-"""Claims: a sentence of the text, a function of a rig's data, and the range the post's own numbers allow.
+"""Mechanism claims: a statement of the posts, turned into a prediction of one measurement of a rig from
+other, independent measurements of the same rig, and judged against that measurement with the
+uncertainty of both.
 
-The expected range is computed from the published reference (data/reference), never typed in: a claim
-names the reference facts it compares with and a relative tolerance. Evaluated per rig, a claim
-either holds, differs (shown with the measured value and the reason a rig may differ), or is not
-covered by that rig's data.
+A claim's `judge` takes a rig's view (see parts.p01.rig_view, parts.p03.rig_view) and returns the
+prediction and the measurement, each an `Interval` (a fit's confidence interval, a printed figure's
+rounding, the spread of repeated runs), and the arithmetic with the numbers plugged in. The verdict
+compares the ratio measured / predicted with the claim's `band` (the ratios that count as agreement):
+
+- holds: every ratio the two intervals allow lies inside the band;
+- differs: none does;
+- inconclusive: the intervals allow ratios on both sides of an edge of the band;
+- not measured on this rig: an input is missing (the judge raises `Missing`).
+
+The published rig is judged by the same rule from the post's own inputs, so every row can fail on
+every rig; no claim compares a figure with itself.
 """
 from __future__ import annotations
 
@@ -13,79 +23,145 @@ from typing import Callable
 
 import pandas as pd
 
-HOLDS, DIFFERS, NOT_COVERED = "holds", "differs", "not covered"
+from .analysis import Interval
+
+HOLDS, DIFFERS, INCONCLUSIVE, NOT_MEASURED = "holds", "differs", "inconclusive", "not measured on this rig"
+VERDICTS = (HOLDS, DIFFERS, INCONCLUSIVE, NOT_MEASURED)
+
+
+class Missing(Exception):
+    """A claim's input is not measured on this rig."""
+
+
+def need(view: dict, key: str):
+    """view[key], or Missing if the rig has no such measurement (absent, None or NaN)."""
+    value = view.get(key)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        raise Missing(key)
+    if isinstance(value, Interval) and math.isnan(value.value):
+        raise Missing(key)
+    return value
+
+
+@dataclass(frozen=True)
+class Judgement:
+    predicted: Interval
+    measured: Interval
+    how: str  # the prediction with the numbers plugged in
 
 
 @dataclass(frozen=True)
 class Claim:
     id: str
-    statement: str  # what the post says, in our words: a template filled from the reference facts
+    post: str  # what the post says, in our words (a template filled from the reference facts)
+    mechanism: str  # what predicts what
     unit: str
-    measure: Callable[[dict], float | None]  # a rig's view (see parts.*.rig_view) -> the measured value
-    expected: Callable[[dict], tuple[float, float]]  # the published reference facts -> (low, high)
-    tolerance: float = 0.0  # relative, widens (low, high)
-    why_it_may_differ: str = ""  # shown when a measured rig differs
+    judge: Callable[[dict], Judgement]
+    band: tuple[float, float]  # measured / predicted ratios that count as agreement
+    why: str = ""  # shown when a rig's verdict is not "holds": what can make it differ
+    rule: str = "ratio"  # "ratio": measured / predicted inside `band`; "contains": the prediction inside the
+    # measured range (a measurement that is itself a bracket, e.g. between two caps)
 
-    def bounds(self, ref: dict) -> tuple[float, float]:
-        lo, hi = self.expected(ref)
-        return lo * (1 - self.tolerance), hi * (1 + self.tolerance)
-
-    def evaluate(self, view: dict, ref: dict) -> dict:
+    def evaluate(self, view: dict, ref: dict | None = None) -> dict:
+        row = {"rig": view.get("rig"), "claim": self.id, "post": self.post.format(**ref) if ref else self.post,
+               "mechanism": self.mechanism.format(**ref) if ref else self.mechanism,
+               "band": band_text(self.band) if self.rule == "ratio" else "prediction inside the measured range"}
         try:
-            value = self.measure(view)
-        except (KeyError, IndexError, ValueError, ZeroDivisionError, TypeError):
-            value = None
-        lo, hi = self.bounds(ref)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            verdict = NOT_COVERED
-        else:
-            verdict = HOLDS if lo <= value <= hi else DIFFERS
-        return {
-            "rig": view.get("rig"),
-            "claim": self.id,
-            "statement": self.statement.format(**ref),
-            "expected": f"{fmt_num(lo)} to {fmt_num(hi)} {self.unit}".strip(),
-            "measured": None if verdict == NOT_COVERED else f"{fmt_num(value)} {self.unit}".strip(),
-            "value": value if verdict != NOT_COVERED else math.nan,
-            "low": lo,
-            "high": hi,
-            "verdict": verdict,
-            "note": self.why_it_may_differ if verdict == DIFFERS else "",
-        }
+            j = self.judge(view)
+        except (Missing, KeyError, IndexError, ZeroDivisionError) as e:
+            return {**row, "predicted": "", "measured": "", "ratio": math.nan, "ratio_low": math.nan,
+                    "ratio_high": math.nan, "verdict": NOT_MEASURED, "how": f"no {e.args[0] if e.args else 'data'}",
+                    "note": ""}
+        verdict, r = judge_ratio(j.predicted, j.measured, self.band)
+        if self.rule == "contains":
+            verdict = judge_contains(j.predicted, j.measured)
+        return {**row, "predicted": interval_text(j.predicted, self.unit), "measured": interval_text(j.measured, self.unit),
+                "ratio": r.value, "ratio_low": r.low, "ratio_high": r.high, "verdict": verdict, "how": j.how,
+                "note": self.why if verdict in (DIFFERS, INCONCLUSIVE) else ""}
+
+
+def ratio_interval(predicted: Interval, measured: Interval) -> Interval:
+    """measured / predicted, from the least to the largest ratio the two intervals allow (positive values)."""
+    if predicted.low <= 0:
+        raise ValueError(f"a prediction must be positive to take a ratio (got {predicted})")
+    value = measured.value / predicted.value
+    low, high = measured.low / predicted.high, measured.high / predicted.low
+    return Interval(value, min(low, value), max(high, value))
+
+
+def judge_ratio(predicted: Interval, measured: Interval, band: tuple[float, float]) -> tuple[str, Interval]:
+    r = ratio_interval(predicted, measured)
+    lo, hi = band
+    if lo <= r.low and r.high <= hi:
+        return HOLDS, r
+    if r.high < lo or r.low > hi:
+        return DIFFERS, r
+    return INCONCLUSIVE, r
+
+
+def judge_contains(predicted: Interval, measured: Interval) -> str:
+    """holds: the prediction's whole range inside the measured range; differs: no overlap; else inconclusive."""
+    if measured.low <= predicted.low and predicted.high <= measured.high:
+        return HOLDS
+    if predicted.high < measured.low or predicted.low > measured.high:
+        return DIFFERS
+    return INCONCLUSIVE
 
 
 def fmt_num(x: float) -> str:
     """Three significant figures, thousands separated, never scientific notation."""
     if x == 0 or not math.isfinite(x):
-        return str(x)
+        return "∞" if x == math.inf else str(x)
     digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
     return f"{round(x, digits):,.{digits}f}"
 
 
-def evaluate(claims: list[Claim], views: dict[str, dict], ref: dict) -> pd.DataFrame:
+def interval_text(i: Interval, unit: str = "") -> str:
+    unit = f" {unit}" if unit else ""
+    if i.low == i.high:
+        return f"{fmt_num(i.value)}{unit}"
+    return f"{fmt_num(i.value)}{unit} ({fmt_num(i.low)} to {fmt_num(i.high)})"
+
+
+def band_text(band: tuple[float, float]) -> str:
+    lo, hi = band
+    if hi == math.inf:
+        return f"at least {fmt_num(lo)}"
+    return f"{fmt_num(lo)} to {fmt_num(hi)}"
+
+
+def evaluate(claims: list[Claim], views: dict[str, dict], ref: dict | None = None) -> pd.DataFrame:
     """One row per (rig, claim)."""
-    rows = [c.evaluate(view, ref) for view in views.values() for c in claims]
-    return pd.DataFrame(rows)
+    return pd.DataFrame([c.evaluate(view, ref) for view in views.values() for c in claims])
 
 
-def around(key: str) -> Callable[[dict], tuple[float, float]]:
-    """Expected: the reference fact `key` itself (widen it with the claim's tolerance)."""
-    return lambda ref: (ref[key], ref[key])
-
-
-def between(low_key: str, high_key: str) -> Callable[[dict], tuple[float, float]]:
-    return lambda ref: (ref[low_key], ref[high_key])
-
-
-def wide(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """One row per claim (its statement and expected range, then each rig's measured value and verdict),
-    and the notes that explain each difference, for display."""
+def verdict_matrix(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per claim (what the post says), one column per rig holding that rig's verdict."""
     out = []
     for claim, group in rows.groupby("claim", sort=False):
-        first = group.iloc[0]
-        row = {"claim": claim, "statement": first["statement"], "expected": first["expected"]}
-        for r in group.itertuples():
-            row[r.rig] = f"{r.measured} ({r.verdict})" if r.measured else r.verdict
+        row = {"claim": claim, "the post says": group.iloc[0]["post"]}
+        row.update({r.rig: r.verdict for r in group.itertuples()})
         out.append(row)
-    notes = [f"{r.rig}, {r.claim}: {r.note}" for r in rows.itertuples() if r.verdict == DIFFERS]
-    return pd.DataFrame(out), notes
+    return pd.DataFrame(out)
+
+
+def details(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (claim, rig): predicted and measured with their ranges, the ratio, the band and the
+    verdict, for display."""
+    out = rows.assign(ratio_range=[
+        "" if math.isnan(r.ratio) else (f"{r.ratio:.2f}" if r.ratio_low == r.ratio_high else
+                                        f"{r.ratio:.2f} ({r.ratio_low:.2f} to {fmt_num(r.ratio_high) if r.ratio_high > 99 else f'{r.ratio_high:.2f}'})")
+        for r in rows.itertuples()])
+    cols = ["claim", "rig", "predicted", "measured", "ratio_range", "band", "verdict", "how"]
+    return out[cols].rename(columns={"ratio_range": "measured / predicted", "band": "agreement band"})
+
+
+def notes(rows: pd.DataFrame) -> list[str]:
+    """Why a claim may differ, once per claim that does not hold on some rig, naming the rigs."""
+    out = []
+    for claim, group in rows.groupby("claim", sort=False):
+        off = group[group["verdict"].isin([DIFFERS, INCONCLUSIVE])]
+        if len(off) and off.iloc[0]["note"]:
+            rigs = ", ".join(f"{r.rig} ({r.verdict})" for r in off.itertuples())
+            out.append(f"**{claim}** on {rigs}: {off.iloc[0]['note']}")
+    return out

@@ -9,7 +9,9 @@ import pandas as pd
 
 from .. import analysis
 from ..bench import PassSpec
-from ..claims import Claim, around, between
+from ..analysis import GIB, Interval, LinearFit, combine
+from ..claims import Claim, Judgement, Missing, need
+from ..kvcache import ModelLayout, pool_from_concurrency, pool_from_report
 from ..reference import load_reference
 from ..schema import PUBLISHED_RIG
 from ..errors import UserError
@@ -39,6 +41,7 @@ DEFAULTS = {
 
 
 KEEP_UP = 0.9  # the knee: the first offered rate at which less than this fraction is completed
+PUBLISHED_PRESET = "qwen3.5-4b"  # the posts' model, whose shapes data/models holds
 
 
 def rate_point_name(rate: float, relative: bool) -> str:
@@ -101,16 +104,18 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
 # ---------------------------------------------------------------------------------------------
 # Replay: tables, per-rig views and claims
 # ---------------------------------------------------------------------------------------------
-def rate_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+def rate_table(data_dir=None, rigs: list[str] | None = None, loaded: dict | None = None) -> pd.DataFrame:
     """Table 1 for every rig: published rows and measured rows (the rate points plus the flood)."""
     ref = load_reference(1, data_dir)["rate_sweep"].assign(source="published")
     rows = []
-    for pt in load_points(NAME, data_dir, rigs):
+    pts = ([p for by_name in loaded.values() for p in by_name.values()] if loaded is not None
+           else load_points(NAME, data_dir, rigs))
+    for pt in pts:
         if pt.params.get("kind") != "rate":
             continue
         row = pass_summary(pt)
         row.update(offered_rate_rps=float(pt.params["offered_rate_rps"]), source="measured",
-                   rate_fraction=pt.params.get("rate_fraction"))
+                   rate_fraction=pt.params.get("rate_fraction"), e2el_mean_ms=pt.bench().ms("e2el", "mean"))
         rows.append(row)
     table = pd.concat([ref, pd.DataFrame(rows)], ignore_index=True) if rows else ref
     if rigs is not None:
@@ -130,16 +135,22 @@ def measured_points(data_dir=None, rigs=None) -> dict[str, dict[str, object]]:
     return out
 
 
-def memory_table(data_dir=None, rigs=None) -> pd.DataFrame:
-    """The startup memory report per rig: published, and parsed from each measured rig's latest start."""
-    rows = [load_reference(1, data_dir)["memory_report"].assign(source="published").iloc[0].to_dict()]
-    for rig, points in measured_points(data_dir, rigs).items():
+def memory_table(data_dir=None, rigs=None, loaded: dict | None = None) -> pd.DataFrame:
+    """The startup memory report per rig: published, and parsed from each measured rig's latest start, with
+    the KV pool it describes (`kv_pool`, see kvcache; the published pool from the post's own log line)."""
+    pub = load_reference(1, data_dir)["memory_report"].assign(source="published").iloc[0].to_dict()
+    pub.update(kv_pool=published_pool(data_dir), preset=PUBLISHED_PRESET, language_model_only=False)
+    rows = [pub]
+    for rig, points in (loaded if loaded is not None else measured_points(data_dir, rigs)).items():
         starts = [p for p in points.values() if (p.manifest.get("session") or {}).get("has_startup")]
         if not starts:
             continue
         latest = max(starts, key=lambda p: p.manifest["session"].get("server_started") or 0)
         rep = latest.startup()
-        rows.append({"rig": rig, "model_weights_gib": rep.weights_gib, "kv_cache_gib": rep.kv_cache_gib,
+        preset = (latest.manifest.get("model") or {}).get("preset")
+        pool = pool_from_report(rep, ModelLayout.from_preset(preset, data_dir)) if preset else None
+        rows.append({"kv_pool": pool, "preset": preset,
+                     "language_model_only": "--language-model-only" in latest.manifest["session"].get("server_command", []),"rig": rig, "model_weights_gib": rep.weights_gib, "kv_cache_gib": rep.kv_cache_gib,
                      "kv_cache_tokens": rep.kv_cache_tokens, "max_concurrency_x": rep.max_concurrency,
                      "max_concurrency_tokens_per_request": rep.max_concurrency_tokens_per_request,
                      "kv_cache_device": rep.kv_cache_device, "start_to_healthy_s":
@@ -153,9 +164,9 @@ def memory_table(data_dir=None, rigs=None) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-def cold_warm_table(data_dir=None, rigs=None) -> pd.DataFrame:
+def cold_warm_table(data_dir=None, rigs=None, loaded: dict | None = None) -> pd.DataFrame:
     rows = [load_reference(1, data_dir)["cold_warm"].assign(source="published")]
-    for rig, points in measured_points(data_dir, rigs).items():
+    for rig, points in (loaded if loaded is not None else measured_points(data_dir, rigs)).items():
         if "cold-warm" in points:
             pt = points["cold-warm"]
             for label, state in (("cold", "cold"), ("bench", "warm")):
@@ -168,10 +179,10 @@ def cold_warm_table(data_dir=None, rigs=None) -> pd.DataFrame:
     return table[table["rig"].isin(rigs)] if rigs is not None else table
 
 
-def decode_table(data_dir=None, rigs=None) -> pd.DataFrame:
+def decode_table(data_dir=None, rigs=None, loaded: dict | None = None) -> pd.DataFrame:
     """Decode at fixed concurrency: median ITL is the step time at that running batch."""
     rows = []
-    for rig, points in measured_points(data_dir, rigs).items():
+    for rig, points in (loaded if loaded is not None else measured_points(data_dir, rigs)).items():
         for pt in points.values():
             if pt.params.get("kind") == "decode":
                 row = pass_summary(pt)
@@ -182,12 +193,12 @@ def decode_table(data_dir=None, rigs=None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=None if rows else ["rig", "batch", "step_ms", "decode_tok_s"])
 
 
-def mixed_step_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+def mixed_step_table(data_dir=None, rigs: list[str] | None = None, loaded: dict | None = None) -> pd.DataFrame:
     """Inside each measured rate pass, from vLLM's stats lines (one per second): generation throughput in
     intervals that also prefilled arriving prompts against intervals of decode alone, beside the generation
     rate the offered load needs (offered requests a second x output tokens)."""
     rows = []
-    for rig, points in measured_points(data_dir, rigs).items():
+    for rig, points in (loaded if loaded is not None else measured_points(data_dir, rigs)).items():
         for name, pt in points.items():
             rate = float(pt.params.get("offered_rate_rps", math.nan)) if pt.params.get("kind") == "rate" else math.nan
             if not math.isfinite(rate):
@@ -209,120 +220,287 @@ def mixed_step_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFra
     return pd.DataFrame(rows, columns=cols).sort_values(["rig", "offered_rate_rps"]).reset_index(drop=True)
 
 
+
+
+def published_pool(data_dir=None):
+    """The A10G's KV pool from the post's own log line ('Maximum concurrency for 2,048 tokens per request:
+    83.7x'), with the attention page vLLM gives this model (analysis.hybrid_block_size: 528 tokens)."""
+    import json
+
+    from ..modelkit import preset_dir
+
+    mem = load_reference(1, data_dir)["memory_report"].iloc[0]
+    config = json.loads((preset_dir(PUBLISHED_PRESET, data_dir) / "config.json").read_text())
+    block = analysis.hybrid_block_size(config["text_config"])
+    printed = f"{mem['max_concurrency_x']:g}"
+    digits = len(printed.split(".")[1]) if "." in printed else 0
+    return pool_from_concurrency(float(mem["max_concurrency_x"]), int(mem["max_concurrency_tokens_per_request"]),
+                                 block, ModelLayout.from_config(config), digits=digits)
+
+
+def vision_tower_gib(preset: str, data_dir=None, dtype_bytes: int = 2) -> float:
+    import json
+
+    from ..modelkit import preset_dir
+
+    config = json.loads((preset_dir(preset, data_dir) / "config.json").read_text())
+    return analysis.vision_tower_params(config) * dtype_bytes / GIB
+
+
+def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
+    """Every table part 1's page (and part 3's, for part 1's side of its claims) needs, each loaded once."""
+    loaded = measured_points(data_dir, [r for r in rigs if r != PUBLISHED_RIG] if rigs is not None else None)
+    return {"points": loaded, "rates": rate_table(data_dir, rigs, loaded),
+            "memory": memory_table(data_dir, rigs, loaded), "cold_warm": cold_warm_table(data_dir, rigs, loaded),
+            "decode": decode_table(data_dir, rigs, loaded)}
+
+
 def rig_view(rig: str, data_dir=None, tables: dict | None = None) -> dict:
     """Everything part 1's claims and figures need about one rig, published or measured (`tables`: the
-    page's tables, already loaded; any that is missing is loaded here)."""
-    t = tables or {}
-    rates = t["rates"] if "rates" in t else rate_table(data_dir)
-    rates = rates[rates["rig"] == rig]
-    view: dict = {"rig": rig, "rates": rates}
+    page's tables from page_tables, already loaded; without them they are loaded here). Quantities that
+    claims use are Intervals: published figures carry their printed rounding, repeated measurements their
+    spread."""
+    t = tables if tables is not None else page_tables(data_dir, [rig])
+    facts = _facts(data_dir)
+    rates = t["rates"][t["rates"]["rig"] == rig]
+    view: dict = {"rig": rig, "rates": rates, "post": facts,
+                  "output_len": int(facts["workload_output_tokens"]),
+                  "request_tokens": int(facts["workload_input_tokens"] + facts["workload_output_tokens"])}
+    flood = rates[~rates["offered_rate_rps"].apply(math.isfinite)]
+    finite = rates[rates["offered_rate_rps"].apply(math.isfinite)]
     if len(rates):
         view.update(analysis.knee(rates, KEEP_UP))
-    mem = t["memory"] if "memory" in t else memory_table(data_dir)
-    mem = mem[mem["rig"] == rig]
+    mem = t["memory"][t["memory"]["rig"] == rig]
     if len(mem):
-        view["memory"] = mem.iloc[0].to_dict()
-        view["weights_gib"] = mem.iloc[0]["model_weights_gib"]
-        view["concurrency_discount"] = mem.iloc[0]["concurrency_discount_x"]
-    cw = t["cold_warm"] if "cold_warm" in t else cold_warm_table(data_dir)
-    cw = cw[cw["rig"] == rig].set_index("server_state")
+        m = mem.iloc[0].to_dict()
+        view.update(memory=m, pool=m.get("kv_pool"), preset=m.get("preset"),
+                    concurrency_discount=m["concurrency_discount_x"])
+        if m.get("preset") and m.get("model_weights_gib") == m.get("model_weights_gib"):
+            view["vision_gib"] = 0.0 if m.get("language_model_only") else vision_tower_gib(m["preset"], data_dir)
+    cw = t["cold_warm"][t["cold_warm"]["rig"] == rig].set_index("server_state")
+    published = rig == PUBLISHED_RIG
+    num = Interval.printed if published else Interval.exact
     if {"cold", "warm"} <= set(cw.index):
+        view.update({f"{state}_{p}_ms": num(cw.loc[state, f"ttft_{p}_ms"]) for state in ("cold", "warm")
+                     for p in ("p50", "p99")})
         view["cold_over_warm_p99"] = float(cw.loc["cold", "ttft_p99_ms"] / cw.loc["warm", "ttft_p99_ms"])
-    if rig == PUBLISHED_RIG:
-        f = _facts(data_dir)
+    if len(flood):
+        f = flood.iloc[0]
+        view.update(flood_tok_s=num(f["output_tok_s"]), flood_rps=num(f["completed_rps"]))
+    if published:
         fit = load_reference(1, data_dir)["step_time_fit"].iloc[0]
-        view.update(single_itl_ms=f["single_request_ms_per_token"], bandwidth_gb_s=f["hbm_bandwidth_measured"],
-                    fit_intercept_ms=fit["intercept_ms"], fit_slope_ms=fit["slope_ms_per_seq"],
-                    pure_decode_tok_s=f["pure_decode_ceiling_tok_s"], running_low=f["running_batch_rate1"],
-                    running_flood=f["running_batch_flood"])
+        rate1 = finite.iloc[0]
+        view.update(weights_gib=Interval.printed(view["memory"]["model_weights_gib"]),
+                    bandwidth_gb_s=Interval.printed(facts["hbm_bandwidth_measured"]),
+                    single_itl_ms=Interval.printed(facts["single_request_ms_per_token"]),
+                    single_ttft_ms=Interval.printed(rate1["ttft_p50_ms"]),
+                    single_ttft_source=f"TTFT p50 at rate {rate1['offered_rate_rps']:g}",
+                    fit=LinearFit.published(fit["intercept_ms"], fit["slope_ms_per_seq"]),
+                    flood_running=Interval.printed(facts["running_batch_flood"]),
+                    max_num_seqs=int(facts["max_num_seqs"]),
+                    low_rate_rps=Interval.printed(rate1["completed_rps"]),
+                    low_running=Interval.printed(facts["running_batch_rate1"]))
+        # the post gives no mean E2E: a request's time in the system is its TTFT plus (output - 1) token gaps
+        w = combine(lambda ttft, itl: ttft + (view["output_len"] - 1) * itl, view["single_ttft_ms"], view["single_itl_ms"])
+        view["low_time_in_system_ms"] = w
+        view["low_time_source"] = (f"TTFT p50 {fmt(w.value - (view['output_len'] - 1) * view['single_itl_ms'].value)} ms + "
+                                   f"{view['output_len'] - 1} x ~{fmt(view['single_itl_ms'].value)} ms per token")
     else:
-        points = measured_points(data_dir, [rig]).get(rig, {})
-        if "single" in points:
-            view["single_itl_ms"] = pass_summary(points["single"])["itl_p50_ms"]
-        bw = next((p.manifest.get("rig_info", {}).get("hbm_bandwidth_gb_s") for p in points.values()
-                   if p.manifest.get("rig_info", {}).get("hbm_bandwidth_gb_s")), None)
-        view["bandwidth_gb_s"] = bw
-        dec = t["decode"] if "decode" in t else decode_table(data_dir)
-        dec = dec[dec["rig"] == rig] if len(dec) else dec
+        points = t["points"].get(rig, {})
+        singles = [pass_summary(points[n]) for n in ("single", "decode-b001") if n in points]
+        if singles:
+            view["single_itl_ms"] = Interval.spread([s["itl_p50_ms"] for s in singles])
+            view["single_ttft_ms"] = Interval.spread([s["ttft_p50_ms"] for s in singles])
+            view["single_ttft_source"] = "TTFT p50 of one request at a time"
+        bws = [p.manifest.get("rig_info", {}).get("hbm_bandwidth_gb_s") for p in points.values()]
+        bws = [b for b in bws if b]
+        if bws:
+            view["bandwidth_gb_s"] = Interval.spread(bws)
+        if len(mem) and mem.iloc[0]["model_weights_gib"] == mem.iloc[0]["model_weights_gib"]:
+            view["weights_gib"] = Interval.exact(mem.iloc[0]["model_weights_gib"])
+        dec = t["decode"]
+        dec = dec[dec["rig"] == rig].sort_values("batch") if len(dec) else dec
         view["decode"] = dec
         if len(dec) >= 2:
             fit = analysis.linear_fit(dec["batch"], dec["step_ms"])
-            view.update(fit=fit, fit_intercept_ms=fit.intercept, fit_slope_ms=fit.slope,
-                        pure_decode_tok_s=float(dec["decode_tok_s"].max()))
-        finite = rates[rates["offered_rate_rps"].apply(math.isfinite)]
+            view.update(fit=fit, pure_decode_tok_s=float(dec["decode_tok_s"].max()))
         if len(finite):
-            view["running_low"] = finite.iloc[0]["running_mean"]
-        flood = rates[~rates["offered_rate_rps"].apply(math.isfinite)]
+            low = finite.iloc[0]
+            view.update(running_low=low["running_mean"], low_rate_rps=Interval.exact(low["completed_rps"]),
+                        low_running=Interval.exact(low["running_mean"]),
+                        low_time_in_system_ms=Interval.exact(low.get("e2el_mean_ms", math.nan)),
+                        low_time_source="mean E2E latency of the pass")
         if len(flood):
-            view["running_flood"] = flood.iloc[0]["running_max"]
-            view["max_num_seqs"] = flood.iloc[0]["max_num_seqs"]
+            view.update(flood_running=Interval.exact(flood.iloc[0]["running_max"]),
+                        running_flood=flood.iloc[0]["running_max"], max_num_seqs=flood.iloc[0]["max_num_seqs"])
+    if published:
+        view.update(running_low=facts["running_batch_rate1"], running_flood=facts["running_batch_flood"],
+                    pure_decode_tok_s=facts["pure_decode_ceiling_tok_s"])
+    fit = view.get("fit")
+    if fit is not None:
+        view.update(fit_intercept_ms=fit.intercept, fit_slope_ms=fit.slope, crossover=fit.crossover)
     if view.get("weights_gib") and view.get("bandwidth_gb_s"):
-        view["floor_ms"] = analysis.weight_stream_floor_ms(view["weights_gib"], view["bandwidth_gb_s"])
+        lm = view["weights_gib"].value - view.get("vision_gib", 0.0)
+        view["floor_ms"] = analysis.weight_stream_floor_ms(lm, view["bandwidth_gb_s"].value)
+        view["floor_all_weights_ms"] = analysis.weight_stream_floor_ms(view["weights_gib"].value,
+                                                                       view["bandwidth_gb_s"].value)
         if view.get("single_itl_ms"):
-            view["roofline_fraction"] = view["floor_ms"] / view["single_itl_ms"]
-        if view.get("fit_intercept_ms"):
-            view["intercept_over_floor"] = view["fit_intercept_ms"] / view["floor_ms"]
-    if view.get("fit_intercept_ms") and view.get("fit_slope_ms"):
-        view["crossover"] = view["fit_intercept_ms"] / view["fit_slope_ms"]
+            view["roofline_fraction"] = view["floor_ms"] / view["single_itl_ms"].value
     if view.get("pure_decode_tok_s") and view.get("ceiling_tok_s"):
         view["decode_over_serving"] = view["pure_decode_tok_s"] / view["ceiling_tok_s"]
+    if view.get("pool") is not None:
+        lo, hi = view["pool"].admission_interval(view["request_tokens"])
+        view["admission"] = Interval(view["pool"].admission_limit(view["request_tokens"]), lo, hi)
     return view
 
 
 def reference_view(data_dir=None) -> dict:
-    """The published numbers claims compare with: part 1's facts plus ratios the post states."""
-    f = _facts(data_dir)
-    f["published_decode_over_serving"] = f["pure_decode_ceiling_tok_s"] / f["serving_ceiling_tok_s"]
-    f["published_roofline_fraction"] = f["weight_stream_time"] / f["single_request_ms_per_token"]
-    fit = load_reference(1, data_dir)["step_time_fit"].iloc[0]
-    f["published_intercept_over_floor"] = fit["intercept_ms"] / f["weight_stream_time"]
-    f["published_crossover"] = fit["intercept_ms"] / fit["slope_ms_per_seq"]
-    f["keep_up_pct"] = 100 * KEEP_UP
-    return f
+    """The post's scattered facts (for the claims' statements and the page's prose)."""
+    return _facts(data_dir)
+
+
+def fmt(x: float) -> str:
+    from ..claims import fmt_num
+
+    return fmt_num(float(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims: each predicts one measurement of a rig from other measurements of the same rig
+# ---------------------------------------------------------------------------------------------
+def running_limit(view: dict, cap_key: str = "max_num_seqs") -> tuple[Interval, str]:
+    """min(max_num_seqs, KV admission limit for one request's prompt + output), and the arithmetic."""
+    cap = int(need(view, cap_key))
+    pool = need(view, "pool")
+    tokens = view["request_tokens"]
+    adm = need(view, "admission")
+    limit = Interval(min(cap, adm.value), min(cap, adm.low), min(cap, adm.high))
+    per = pool.pages_per_request(tokens)
+    how = (f"min(max_num_seqs {cap}, ({pool.num_blocks} pages - 1) // {per} pages per {tokens}-token request "
+           f"= {adm.value:.0f}) = {limit.value:.0f}; pool: {pool.source}, {pool.block_size}-token pages")
+    return limit, how
+
+
+def _roofline(v: dict) -> Judgement:
+    w, bw, itl = need(v, "weights_gib"), need(v, "bandwidth_gb_s"), need(v, "single_itl_ms")
+    tower = v.get("vision_gib", 0.0)
+    lm = Interval(w.value - tower, w.low - tower, w.high - tower)
+    pred = combine(lambda g, b: g * GIB / (b * 1e9) * 1000, lm, bw)
+    how = (f"({fmt(w.value)} GiB logged - {fmt(tower)} GiB vision tower) / {fmt(bw.value)} GB/s = {fmt(pred.value)} ms"
+           + (f" (all {fmt(w.value)} GiB: {fmt(v['floor_all_weights_ms'])} ms)" if tower else ""))
+    return Judgement(pred, itl, how)
+
+
+def _step_linear(v: dict) -> Judgement:
+    dec = v.get("decode")
+    if dec is None or len(dec) < 4:
+        raise Missing("decode at four or more fixed batches (the post gives only its fit)")
+    rest, top = dec.iloc[:-1], dec.iloc[-1]
+    fit = analysis.linear_fit(rest["batch"], rest["step_ms"])
+    pred = fit.step_ms(float(top["batch"]))
+    how = (f"fit to batches {', '.join(f'{b:g}' for b in rest['batch'])}: {fmt(fit.intercept)} + {fmt(fit.slope)} x "
+           f"{top['batch']:g} = {fmt(pred.value)} ms")
+    return Judgement(pred, Interval.exact(top["step_ms"]), how)
+
+
+def fit_at(fit: LinearFit, fn, batch: Interval) -> Interval:
+    """fn(a, b, B) over the fit's uncertainty and a range of batches."""
+    parts = [fit.interval(lambda a, b, x=x: fn(a, b, x)) for x in (batch.low, batch.value, batch.high)]
+    return Interval(parts[1].value, min(p.low for p in parts), max(p.high for p in parts))
+
+
+def _ceiling(v: dict) -> Judgement:
+    fit, batch, flood = need(v, "fit"), need(v, "flood_running"), need(v, "flood_tok_s")
+    share = Interval.printed(v["post"]["prefill_gpu_share"]).map(lambda s: s / 100)
+    decode = fit_at(fit, lambda a, b, x: x / (a + b * x) * 1000, batch)
+    pred = combine(lambda d, s: d * (1 - s), decode, share)
+    how = (f"(1 - {share.value:.0%} prefill) x {fmt(batch.value)} / ({fmt(fit.intercept)} + {fmt(fit.slope)} x "
+           f"{fmt(batch.value)}) ms = {fmt(pred.value)} tok/s; the flood made {flood.value / decode.value:.0%} of pure "
+           f"decode at that batch")
+    return Judgement(pred, flood, how)
+
+
+def _running_flood(v: dict) -> Judgement:
+    pred, how = running_limit(v)
+    return Judgement(pred, need(v, "flood_running"), how)
+
+
+def _knee(v: dict) -> Judgement:
+    ceiling = need(v, "flood_rps")
+    kept, knee = v.get("last_kept_up_rps"), v.get("knee_rps")
+    if knee is None or math.isnan(knee):
+        raise Missing("rate the server fell behind at")
+    low = kept if kept is not None and not math.isnan(kept) else 0.0
+    measured = Interval((low + knee) / 2, low, knee)
+    how = (f"kept up at {fmt(low)} req/s, fell behind at {fmt(knee)}: the knee is {low / ceiling.value:.0%} to "
+           f"{knee / ceiling.value:.0%} of the flood's {fmt(ceiling.value)} req/s")
+    return Judgement(ceiling, measured, how)
+
+
+def _littles_law(v: dict) -> Judgement:
+    lam, w, running = need(v, "low_rate_rps"), need(v, "low_time_in_system_ms"), need(v, "low_running")
+    pred = combine(lambda r, t: r * t / 1000, lam, w)
+    how = f"{fmt(lam.value)} req/s x {fmt(w.value / 1000)} s ({v['low_time_source']}) = {fmt(pred.value)} in flight"
+    return Judgement(pred, running, how)
+
+
+def _cold(stat: str):
+    def judge(v: dict) -> Judgement:
+        warm, cold = need(v, f"warm_{stat}_ms"), need(v, f"cold_{stat}_ms")
+        return Judgement(warm, cold, f"cold {fmt(cold.value)} ms against warm {fmt(warm.value)} ms: "
+                                     f"{cold.value / warm.value:.1f}x")
+    return judge
 
 
 CLAIMS = [
-    Claim("knee", "The server stops keeping up (completes under {keep_up_pct:.0f}% of what is offered) between rate "
-          "{knee_offered_rate_low:g} and {knee_offered_rate_high:g} req/s.",
-          "req/s", lambda v: v.get("knee_rps"), between("knee_offered_rate_low", "knee_offered_rate_high"), 0.0,
-          "the knee sits where the rig's throughput under a steady stream of arrivals runs out; that can be well "
-          "below its flood ceiling when steps that also prefill newcomers are slow (see Inside the knee)"),
-    Claim("ceiling", "Flooded, it completes {knee_completed_rate_low:g} to {knee_completed_rate_high:g} requests a second, "
-          "whatever the offered rate.", "req/s",
-          lambda v: v.get("ceiling_rps"), between("knee_completed_rate_low", "knee_completed_rate_high"), 0.05,
-          "the ceiling is the rig's decode throughput over 128 tokens per request"),
-    Claim("serving-ceiling", "The server sustains about {serving_ceiling_tok_s:,.0f} output tokens a second under load.", "tok/s",
-          lambda v: v.get("ceiling_tok_s"), around("serving_ceiling_tok_s"), 0.05,
-          "tokens per second scale with the rig's memory bandwidth and the model's bytes per step"),
-    Claim("roofline", "A single stream's token time is essentially the time to stream the weights once "
-          "(floor over measured ITL, ~{weight_stream_time:g} of ~{single_request_ms_per_token:g} ms).", "fraction",
-          lambda v: v.get("roofline_fraction"), around("published_roofline_fraction"), 0.10,
-          "a faster weight stream leaves fixed per-step costs (launches, sampling, the hybrid layers' state) a "
-          "larger share of the step"),
-    Claim("single-itl", "One request alone pays about {single_request_ms_per_token:g} ms per token.", "ms",
-          lambda v: v.get("single_itl_ms"), around("single_request_ms_per_token"), 0.10,
-          "token time is the weight-stream time, which scales inversely with the rig's bandwidth"),
-    Claim("intercept", "The fixed part of a decode step (the fit's intercept) matches the weight-stream floor.",
-          "x floor", lambda v: v.get("intercept_over_floor"), around("published_intercept_over_floor"), 0.10,
-          "the intercept also holds every per-step cost that is not weight traffic"),
-    Claim("crossover", "Per-sequence work overtakes the fixed stream near a batch of {plateau_batch:g} "
-          "(intercept over slope ~{published_crossover:.0f}).",
-          "seqs", lambda v: v.get("crossover"), around("plateau_batch"), 0.15,
-          "the crossover is the ratio of the rig's fixed to per-sequence step cost"),
-    Claim("decode-vs-serving", "Pure decode reaches about twice the throughput the server sustains under load "
-          "(prefill takes the rest).", "x", lambda v: v.get("decode_over_serving"),
-          around("published_decode_over_serving"), 0.20,
-          "how much prefill takes depends on the prompt length and how prefill and decode share steps on the rig"),
-    Claim("running-flood", "Flooded, the running batch reaches about {running_batch_flood:g} of the {max_num_seqs:g} allowed.", "seqs",
-          lambda v: v.get("running_flood"), around("running_batch_flood"), 0.15,
-          "the running batch under a flood is set by how fast prefill admits requests against how fast they finish"),
-    Claim("cold-warm", "A cold server's first pass has a p99 TTFT about {cold_over_warm_ttft_p99:g}x that of the same pass warm.", "x",
-          lambda v: v.get("cold_over_warm_p99"), around("cold_over_warm_ttft_p99"), 0.5,
-          "the cold cost is compilation and kernel tuning at first use; caches from an earlier start shrink it"),
-    Claim("kv-discount", "The KV cache admits about {concurrency_discount:g}x more max-length requests than tokens / length "
-          "suggests (only {full_attention_layers:g} of {total_layers:g} layers grow a cache).", "x", lambda v: v.get("concurrency_discount"),
-          around("concurrency_discount"), 0.10,
-          "a dense model (every layer keeps K and V) has no discount; for the hybrid model, vLLM's own accounting of "
-          "KV tokens changed between versions (0.18 counts all layers, 0.22 only those that grow): the discount is "
-          "in the log's arithmetic, not in the model"),
+    Claim("roofline", "One request alone pays about {single_request_ms_per_token:g} ms a token: the time to stream "
+          "the weights once ({weight_bytes_per_stream:g} GB at {hbm_bandwidth_measured:g} GB/s, ~{weight_stream_time:g} ms).",
+          "single-stream ITL = bytes one decode step reads (the language model's weights: the log's figure less any "
+          "vision tower) / the rig's measured HBM bandwidth; agreement: the weight stream is at least 80% of the token",
+          "ms", _roofline, (0.95, 1.25),
+          "a fast weight stream leaves the fixed per-step costs that are not weight traffic (kernel launches, the "
+          "scheduler and sampler on the CPU, the recurrent layers' state) a large share of a one-request step"),
+    Claim("step-linear", "Steady decode fits a fixed part plus a part per sequence, step = {fit_a:g} ms + "
+          "{fit_b:g} ms x batch, and the model 'holds almost exactly'.",
+          "step time at the largest fixed batch measured = the line fitted to the smaller batches", "ms",
+          _step_linear, (0.85, 1.15),
+          "the per-sequence cost grows faster than linearly at large batches (attention over more KV, a step "
+          "outside the captured CUDA graphs, or memory traffic that no longer overlaps)"),
+    Claim("ceiling", "Flooded, the server sustains about {serving_ceiling_tok_s:,.0f} tok/s, about half what pure decode "
+          "reaches: arriving prompts' prefill takes roughly {prefill_gpu_share:g}% of the GPU.",
+          "flood output throughput = (1 - the post's prefill share) x batch / step time, the step fit taken at the "
+          "running batch the flood reached", "tok/s", _ceiling, (0.8, 1.25),
+          "the share of the GPU that prefill takes under a flood depends on how fast the rig prefills against how "
+          "fast it decodes, and on how vLLM mixes the two in one step"),
+    Claim("running-flood", "Flooded, the running batch reaches about {running_batch_flood:g}, set by the load, "
+          "not by the max_num_seqs of {max_num_seqs:g}.",
+          "running batch under a flood = min(max_num_seqs, the KV pool's admission limit for a "
+          "{workload_input_tokens:g}+{workload_output_tokens:g}-token request), the pool from the server's startup log",
+          "seqs", _running_flood, (0.95, 1.05),
+          "a flood that ends before the batch fills, or a pool read wrongly from the log"),
+    Claim("knee", "The ceiling arrives around rate {knee_offered_rate_low:g} to {knee_offered_rate_high:g}, where "
+          "completed throughput flattens at {knee_completed_rate_low:g} to {knee_completed_rate_high:g} req/s: the "
+          "server keeps up until the offered rate reaches its flood ceiling.",
+          "the knee (between the last rate kept up with and the first missed, at 90% completed) = the flood's "
+          "completed req/s", "req/s", _knee, (0.85, 1.15),
+          "a steady stream of arrivals makes steps that mix prefill with decode; where those are slow the queue "
+          "starts well below the flood's ceiling (see Inside the knee)"),
+    Claim("littles-law", "At rate 1 the running batch is about {running_batch_rate1:g} request: it follows the load.",
+          "mean running batch at the lowest rate = completed req/s x time each request spends in the server "
+          "(Little's law)", "seqs", _littles_law, (0.8, 1.25),
+          "the stats line samples the running count once per interval; a figure read off a few lines is not a mean"),
+    Claim("cold-median", "On a cold server the median TTFT of the first pass is as low as warm "
+          "(the cost of compiling lands in the tail).",
+          "cold-pass TTFT p50 = the same pass's TTFT p50 once warm", "ms", _cold("p50"), (0.67, 1.5),
+          "when the first requests wait for compilation or graph capture all at once, the median pays too"),
+    Claim("cold-tail", "The cold pass's p99 TTFT is about {cold_over_warm_ttft_p99:g}x the warm one: the tail pays.",
+          "cold-pass TTFT p99 at least 3x the warm pass's", "ms", _cold("p99"), (3.0, math.inf),
+          "caches from an earlier start (compiled kernels, autotuning) shrink the one-time cost"),
 ]
+
+
+def claim_facts(data_dir=None) -> dict:
+    """The post's figures that the claims' statements quote."""
+    f = _facts(data_dir)
+    fit = load_reference(1, data_dir)["step_time_fit"].iloc[0]
+    return {**f, "fit_a": fit["intercept_ms"], "fit_b": fit["slope_ms_per_seq"]}

@@ -7,7 +7,8 @@ import pandas as pd
 
 from .. import analysis
 from ..bench import PassSpec
-from ..claims import Claim, around
+from ..analysis import Interval, combine
+from ..claims import Claim, Judgement, Missing, fmt_num as fmt, need
 from ..reference import load_reference
 from ..schema import PUBLISHED_RIG
 from ..store import load_points, pass_summary
@@ -92,13 +93,17 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
 
 
 def sweep_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
-    """Published rows (rig a10g-published) and measured rows, one per (rig, model, cap)."""
+    """Published rows (rig a10g-published) and measured rows, one per (rig, model, cap); measured rows also
+    carry the largest batch vLLM captured a CUDA graph for (`graph_max_batch`, from /server_info)."""
     ref = load_reference(3, data_dir)["mns_sweep"].assign(model="main", source="published")
     rows = []
     for pt in load_points(NAME, data_dir, rigs):
         row = pass_summary(pt)
         row.update(model=pt.params.get("model", "main"), source="measured",
-                   window_s=row["duration_s"], min_window_s=pt.manifest.get("parameters", {}).get("min_window_s", 0))
+                   window_s=row["duration_s"], min_window_s=pt.manifest.get("parameters", {}).get("min_window_s", 0),
+                   graph_max_batch=graph_capture_limit(pt))
+        if row["model"] == "small" and (pt.manifest.get("session") or {}).get("has_startup"):
+            row["weights_gib"] = pt.startup().weights_gib  # the small model's weight stream (few, small logs)
         rows.append(row)
     measured = pd.DataFrame(rows)
     table = pd.concat([ref, measured], ignore_index=True) if len(measured) else ref
@@ -115,12 +120,74 @@ def short_windows(table: pd.DataFrame) -> pd.DataFrame:
     return m[m["window_s"] < m["min_window_s"]]
 
 
-def rig_view(table: pd.DataFrame, rig: str, facts: dict | None = None, part1: dict | None = None) -> dict:
+def graph_capture_limit(point) -> float:
+    """The largest batch (in tokens per step) vLLM captured a CUDA graph for on this point's server: the
+    `max_cudagraph_capture_size` of the server's config as /server_info reported it (else its log's config
+    line); NaN where neither says. A step of more tokens runs without the captured graphs."""
+    import re
+
+    from ..store import read_artefact
+
+    pattern = re.compile(r"max_cudagraph_capture_size'?\"?:\s*(\d+)")
+    for name in ("server_info.json", "server.log"):
+        try:
+            text = read_artefact(point.path, name)
+        except FileNotFoundError:
+            continue
+        if m := pattern.search(text):
+            return float(m[1])
+    return math.nan
+
+
+def run_to_run(table: pd.DataFrame) -> dict[str, dict[float, float]]:
+    """For each rig that has a repeat (its profile's `repeat_of`, or another rig's), the relative difference
+    of output throughput between the two runs at each cap both measured: rig -> {cap: |a - b| / b}."""
+    from ..rig import load_profile
+
+    main = table[(table["model"] == "main") & (table["source"] == "measured")]
+    out: dict[str, dict[float, float]] = {}
+    for repeat in main["rig"].unique():
+        try:
+            of = load_profile(repeat).repeat_of
+        except Exception:  # a rig without a profile has no repeat
+            of = None
+        if not of or of not in set(main["rig"]):
+            continue
+        a = main[main["rig"] == repeat].set_index("max_num_seqs")["output_tok_s"]
+        b = main[main["rig"] == of].set_index("max_num_seqs")["output_tok_s"]
+        both = a.index.intersection(b.index)
+        rel = {float(c): abs(a[c] - b[c]) / b[c] for c in both}
+        out.setdefault(repeat, {}).update(rel)
+        out.setdefault(of, {}).update(rel)
+    return out
+
+
+def rig_view(table: pd.DataFrame, rig: str, part1: dict | None = None, facts: dict | None = None,
+             spread: dict[str, dict[float, float]] | None = None) -> dict:
+    """What part 3's claims and prose need about one rig. `part1`: part 1's view of the same rig (or of the rig
+    it repeats), for its fit, single stream, flood and KV pool; `spread`: run_to_run(table)."""
     main = table[(table["rig"] == rig) & (table["model"] == "main")].sort_values("max_num_seqs")
     small = table[(table["rig"] == rig) & (table["model"] == "small")].sort_values("max_num_seqs")
-    caps = list(main["max_num_seqs"])
+    caps = [float(c) for c in main["max_num_seqs"]]
     by_cap = main.set_index("max_num_seqs")
-    view = {"rig": rig, "sweep": main, "small": small, "caps": caps}
+    published = rig == PUBLISHED_RIG
+    rel = (spread or {}).get(rig, {})
+
+    def num(cap, col, frame=by_cap):
+        x = float(frame.loc[cap, col])
+        if published:
+            return Interval.printed(x)
+        return Interval.exact(x).widen(rel.get(cap, 0.0)) if col in ("output_tok_s", "completed_rps") else Interval.exact(x)
+
+    view = {"rig": rig, "sweep": main, "small": small, "caps": caps, "part1": part1 or {}, "post": facts or {},
+            "tok_s": {c: num(c, "output_tok_s") for c in caps}, "rps": {c: num(c, "completed_rps") for c in caps},
+            "itl_p50": {c: num(c, "itl_p50_ms") for c in caps}, "run_to_run": rel}
+    view["running"] = {c: Interval.exact(by_cap.loc[c, "running_max"]) for c in caps
+                       if not published and by_cap.loc[c, "running_max"] == by_cap.loc[c, "running_max"]}
+    if published and facts and caps:
+        view["running"][caps[-1]] = Interval.printed(facts["running_batch_plateau"])
+    if "graph_max_batch" in by_cap:
+        view["graph_max_batch"] = {c: by_cap.loc[c, "graph_max_batch"] for c in caps}
     if len(main) >= 2:
         top = caps[-1]
         view.update(
@@ -134,61 +201,203 @@ def rig_view(table: pd.DataFrame, rig: str, facts: dict | None = None, part1: di
         )
         if 1 in caps and MID_CAP in caps:
             view["lift_1_to_64"] = float(by_cap.loc[MID_CAP, "output_tok_s"] / by_cap.loc[1, "output_tok_s"])
-        if MID_CAP in caps and top > MID_CAP:
-            view["gain_64_to_256_pct"] = 100 * analysis.gain_between(main, MID_CAP, top)
+        if MID_CAP in caps and SERIES_CAPS[-1] in caps:
+            view["gain_64_to_256_pct"] = 100 * analysis.gain_between(main, MID_CAP, SERIES_CAPS[-1])
         if math.isfinite(view["plateau_cap"]):
             view["per_seq_ms_plateau"] = analysis.per_sequence_ms(by_cap.loc[view["plateau_cap"], "output_tok_s"])
-        if "running_max" in by_cap and not math.isnan(by_cap.loc[top, "running_max"]):
-            view["running_top"] = float(by_cap.loc[top, "running_max"])
-    if len(small) >= 2:
-        view["small_cliff_ratio"] = analysis.cliff_ratio(small)
-    if rig == PUBLISHED_RIG and facts:
-        view.setdefault("running_top", facts.get("running_batch_plateau"))
+        if view["running"].get(top) is not None:
+            view["running_top"] = view["running"][top].value
+    if published and facts:
+        view["small_cliff"] = Interval.printed(facts["small_model_batching_lift"])
+        view["small_caps"] = (1.0, caps[-1]) if caps else None
+    elif len(small) >= 2:
+        s = small.set_index("max_num_seqs")
+        lo, hi = float(s.index[0]), float(s.index[-1])
+        view["small_cliff"] = Interval.exact(s.loc[hi, "output_tok_s"] / s.loc[lo, "output_tok_s"])
+        view["small_caps"] = (lo, hi)
+        view["small_cliff_ratio"] = view["small_cliff"].value
     if part1 and part1.get("ceiling_rps") and view.get("ceiling_rps"):
         view["ceiling_vs_part1"] = view["ceiling_rps"] / part1["ceiling_rps"]
     return view
 
 
 def reference_view(data_dir=None) -> dict:
-    """The published numbers claims compare with: part 3's facts, plus ratios computed from its table."""
+    """The post's scattered facts for part 3 (statements and prose), with part 1's step fit."""
     f3 = load_reference(3, data_dir)["facts"]
     facts = dict(zip(f3["key"], f3["value"]))
-    p1 = load_reference(1, data_dir)["rate_sweep"]
-    pub = sweep_table(data_dir, [PUBLISHED_RIG])
-    v = rig_view(pub, PUBLISHED_RIG)
-    facts["published_itl_p50_ratio"] = v["itl_p50_ratio"]
-    flood = p1[~p1["offered_rate_rps"].apply(math.isfinite)]
-    facts["published_ceiling_vs_part1"] = v["ceiling_rps"] / float(flood["completed_rps"].iloc[0])
-    facts.update(mid_cap=MID_CAP, plateau_gain_pct=100 * PLATEAU_GAIN)
+    fit = load_reference(1, data_dir)["step_time_fit"].iloc[0]
+    facts.update(mid_cap=MID_CAP, top_cap=SERIES_CAPS[-1], plateau_gain_pct=100 * PLATEAU_GAIN,
+                 fit_a=fit["intercept_ms"], fit_b=fit["slope_ms_per_seq"],
+                 crossover=fit["intercept_ms"] / fit["slope_ms_per_seq"])
+    sweep = load_reference(3, data_dir)["mns_sweep"].set_index("max_num_seqs")
+    facts["itl_top"] = float(sweep.loc[SERIES_CAPS[-1], "itl_p50_ms"])
     return facts
 
 
+# ---------------------------------------------------------------------------------------------
+# Claims: part 3's measurements predicted from part 1's on the same rig
+# ---------------------------------------------------------------------------------------------
+REF_CAP = SERIES_CAPS[-1]  # the series' default cap, part 1's max_num_seqs: where parts 1 and 3 meet
+
+
+def _at(v: dict, key: str, cap: float) -> Interval:
+    table = v.get(key) or {}
+    if cap not in table:
+        raise Missing(f"cap {cap:g}")
+    return table[cap]
+
+
+def _batch_at(v: dict, cap: float) -> Interval:
+    """The running batch a flood reaches at a cap: min(cap, the KV pool's admission limit), from part 1's pool."""
+    adm = v["part1"].get("admission")
+    if adm is None:
+        return Interval.exact(cap)
+    return Interval(min(cap, adm.value), min(cap, adm.low), min(cap, adm.high))
+
+
+def _single_tok_s(p1: dict) -> tuple[Interval, str]:
+    ttft, itl, out = need(p1, "single_ttft_ms"), need(p1, "single_itl_ms"), p1["output_len"]
+    pred = combine(lambda t, i: out * 1000 / (t + (out - 1) * i), ttft, itl)
+    return pred, (f"{out} tokens / ({fmt(ttft.value)} ms {p1.get('single_ttft_source', 'TTFT')} + {out - 1} x "
+                  f"{fmt(itl.value)} ms) = {fmt(pred.value)} tok/s")
+
+
+def _cap1(v: dict) -> Judgement:
+    pred, how = _single_tok_s(v["part1"])
+    return Judgement(pred, _at(v, "tok_s", 1.0), how)
+
+
+def _cliff(v: dict) -> Judgement:
+    p1 = v["part1"]
+    single, how = _single_tok_s(p1)
+    flood = need(p1, "flood_tok_s")
+    if int(p1.get("max_num_seqs") or 0) != REF_CAP:
+        raise Missing(f"part 1 flood at cap {REF_CAP}")
+    pred = combine(lambda f, s: f / s, flood, single)
+    meas = combine(lambda hi, lo: hi / lo, _at(v, "tok_s", float(REF_CAP)), _at(v, "tok_s", 1.0))
+    return Judgement(pred, meas, f"part 1's flood {fmt(flood.value)} tok/s / one request at a time ({how}) = "
+                                 f"{fmt(pred.value)}x")
+
+
+def _consistency(v: dict) -> Judgement:
+    p1 = v["part1"]
+    flood = need(p1, "flood_rps")
+    if int(p1.get("max_num_seqs") or 0) != REF_CAP:
+        raise Missing(f"part 1 flood at cap {REF_CAP}")
+    return Judgement(flood, _at(v, "rps", float(REF_CAP)),
+                     f"part 1's flood at max_num_seqs {REF_CAP}: {fmt(flood.value)} req/s (another server start)")
+
+
+def _running_cap(v: dict) -> Judgement:
+    from .p01 import running_limit
+
+    caps = need(v, "caps")
+    top = caps[-1]
+    pred, how = running_limit({**v["part1"], "max_num_seqs": top})
+    return Judgement(pred, _at(v, "running", top), f"at the top cap: {how}")
+
+
+def _plateau_crossover(v: dict) -> Judgement:
+    fit = need(v["part1"], "fit")
+    caps = need(v, "caps")
+    plateau = need(v, "plateau_cap")
+    if not math.isfinite(plateau):
+        raise Missing("plateau within the caps measured")
+    i = caps.index(plateau)
+    low = caps[i - 1] if i else 0.0
+    pred = fit.interval(lambda a, b: a / b)
+    return Judgement(pred, Interval((low + plateau) / 2, low, plateau),
+                     f"crossover {fmt(fit.intercept)} / {fmt(fit.slope)} = {fmt(pred.value)}; the plateau (under "
+                     f"{PLATEAU_GAIN:.0%} per doubling after it) starts between caps {low:g} and {plateau:g}")
+
+
+def _model_gain(v: dict, lo_cap: float, hi_cap: float) -> Judgement:
+    fit = need(v["part1"], "fit")
+    b_lo, b_hi = _batch_at(v, lo_cap), _batch_at(v, hi_cap)
+    meas = combine(lambda hi, lo: hi / lo, _at(v, "tok_s", hi_cap), _at(v, "tok_s", lo_cap))
+    pred = fit.interval(lambda a, b: (b_hi.value / (a + b * b_hi.value)) / (b_lo.value / (a + b * b_lo.value)))
+    return Judgement(pred, meas, f"step model at running batches {b_lo.value:g} and {b_hi.value:g}: "
+                                 f"{fmt(pred.value)}x; measured {fmt(meas.value)}x")
+
+
+def _plateau_gain(v: dict) -> Judgement:
+    return _model_gain(v, float(MID_CAP), float(REF_CAP))
+
+
+def _past_cap(v: dict) -> Judgement:
+    caps = need(v, "caps")
+    if caps[-1] <= REF_CAP:
+        raise Missing(f"caps past {REF_CAP}")
+    j = _model_gain(v, float(REF_CAP), caps[-1])
+    graphs = v.get("graph_max_batch") or {}
+    note = f"; largest CUDA graph {graphs[caps[-1]]:g} tokens" if graphs.get(caps[-1]) == graphs.get(caps[-1]) and caps[-1] in graphs else ""
+    return Judgement(j.predicted, j.measured, j.how + f" (cap {REF_CAP} to {caps[-1]:g}{note})")
+
+
+def _itl_batch(v: dict) -> Judgement:
+    fit = need(v["part1"], "fit")
+    batch = _batch_at(v, float(REF_CAP))
+    pred = fit.interval(lambda a, b: a + b * batch.value)
+    return Judgement(pred, _at(v, "itl_p50", float(REF_CAP)),
+                     f"{fmt(fit.intercept)} + {fmt(fit.slope)} x running batch {batch.value:g} = {fmt(pred.value)} ms")
+
+
+def _small_cliff(v: dict) -> Judgement:
+    small = need(v, "small_cliff")
+    lo, hi = v["small_caps"]
+    main = combine(lambda a, b: a / b, _at(v, "tok_s", hi), _at(v, "tok_s", lo))
+    return Judgement(main, small, f"the main model's cliff, cap {lo:g} to {hi:g}: {fmt(main.value)}x; the small "
+                                  f"model's: {fmt(small.value)}x")
+
+
 CLAIMS = [
-    Claim("cliff", "From one request at a time to a full batch, output throughput rises about {batching_lift:g}x.", "x",
-          lambda v: v.get("cliff_ratio"), around("batching_lift"), 0.10,
-          "the height of the cliff is single-stream speed against the batched ceiling: a faster weight stream "
-          "(more HBM bandwidth) or a cheaper per-sequence step moves both ends differently"),
-    Claim("lift-1-64", "Most of the lift comes by cap {mid_cap} (about {lift_cap1_to_cap64:g}x).", "x",
-          lambda v: v.get("lift_1_to_64"), around("lift_cap1_to_cap64"), 0.10,
-          "where the plateau starts depends on the ratio of the fixed weight stream to the per-sequence cost"),
-    Claim("flat-64-256", "From cap {mid_cap} to the top cap throughput grows by under {gain_cap64_to_cap256_max:g}%.", "%",
-          lambda v: v.get("gain_64_to_256_pct"), lambda r: (-r["gain_cap64_to_cap256_max"], r["gain_cap64_to_cap256_max"]), 0.0,
-          "on a rig with a larger fixed cost per step relative to the per-sequence cost the batch keeps paying past 64"),
-    Claim("plateau", "The plateau starts near a batch of {plateau_batch:g} (less than {plateau_gain_pct:g}% more per doubling "
-          "of the cap after it).",
-          "seqs", lambda v: v.get("plateau_cap"), around("plateau_batch"), 0.0,
-          "the plateau is where per-sequence work overtakes the shared weight read, which moves with the rig"),
-    Claim("per-seq", "At the plateau each sequence costs about {per_seq_ms_per_token:g} ms per token (step time over running "
-          "batch).",
-          "ms", lambda v: v.get("per_seq_ms_top"), around("per_seq_ms_per_token"), 0.10,
-          "per-sequence cost scales with the rig's speed: a faster GPU spends less time per sequence"),
-    Claim("smoothness", "A full batch makes each stream choppier: median ITL at the top cap is several times that at cap 1.",
-          "x", lambda v: v.get("itl_p50_ratio"), around("published_itl_p50_ratio"), 0.5,
-          "how much a stream slows in a full batch depends on how much of the step the batch adds"),
-    Claim("consistency", "The flood ceiling here matches part 1's flood ceiling on the same rig.", "x",
-          lambda v: v.get("ceiling_vs_part1"), around("published_ceiling_vs_part1"), 0.10,
-          "the two parts ran on different server starts; a difference beyond 10% would mean one of them is not steady"),
-    Claim("small-cliff", "A {small_model_params:g}B model's cliff is steeper, about {small_model_batching_lift:g}x.", "x",
-          lambda v: v.get("small_cliff_ratio"), around("small_model_batching_lift"), 0.20,
-          "the small model's cliff depends on how far its tiny weight stream can be amortised on this rig"),
+    Claim("cap1", "One request at a time, the server makes about {single_stream_ceiling_tok_s:g} tok/s: one token "
+          "per ~{single_request_ms_per_token:g} ms.",
+          "throughput at cap 1 = output tokens / (TTFT + (output - 1) x ITL) of part 1's single stream", "tok/s",
+          _cap1, (0.85, 1.15),
+          "a flooded cap-1 server also pays the scheduler's and the API server's time between requests"),
+    Claim("cliff", "Going from cap 1 to a full batch lifts throughput about {batching_lift:g}x.",
+          "the cliff (cap 256 over cap 1) = part 1's flood throughput / part 1's single-stream throughput", "x",
+          _cliff, (0.85, 1.15),
+          "part 1's flood and part 3's cap-256 flood ran on different server starts; where they differ (see the "
+          "consistency row) the cliff inherits it"),
+    Claim("consistency", "The flood ceiling here matches part 1's: {part1_knee_completed_rate_low:g} to "
+          "{part1_knee_completed_rate_high:g} req/s, reached two ways.",
+          "completed req/s at cap 256 = part 1's flood at max_num_seqs 256 (another server start)", "req/s",
+          _consistency, (0.9, 1.1),
+          "two floods of the same server configuration that disagree mean at least one is not steady (a short "
+          "window, a different prompt count, or a server that warmed differently)"),
+    Claim("running-cap", "At the plateau the server runs a batch of about {running_batch_plateau:g}.",
+          "running batch at the top cap = min(cap, the KV pool's admission limit) (part 1's startup log)", "seqs",
+          _running_cap, (0.95, 1.05),
+          "a pool read wrongly from the log, or a flood too short for the batch to fill"),
+    Claim("plateau-crossover", "The batch stops buying throughput around {plateau_batch:g}: where per-sequence work "
+          "overtakes the shared weight stream (the fit's crossover, {crossover:.0f}).",
+          "the plateau (the first cap after which a doubling gains under 5%) lies between the caps around the "
+          "fit's crossover a/b; verdict: the crossover's interval inside the measured bracket", "seqs",
+          _plateau_crossover, (0.0, math.inf),
+          "the crossover is where the per-sequence term equals the fixed one: the step model's throughput there is "
+          "half its asymptote and still rising by a third per doubling; the model's own 5% plateau is at 9.5 a/b",
+          rule="contains"),
+    Claim("plateau-gain", "From cap {mid_cap} to cap {top_cap} throughput grows under {gain_cap64_to_cap256_max:g}%.",
+          "gain from cap 64 to cap 256 = the step model's throughput ratio at the running batches those caps allow",
+          "x", _plateau_gain, (0.9, 1.1),
+          "past the crossover the linear step model still gains (at batch a/b it gives half its asymptote); a "
+          "flatter curve means something other than the step model's per-sequence term limits the flood, e.g. "
+          "prefill's share of the steps growing with the batch"),
+    Claim("past-cap", "Setting max_num_seqs past the batch that fills the step buys nothing: throughput stays flat.",
+          "gain from cap 256 to the top cap = the step model's ratio at those running batches", "x", _past_cap,
+          (0.9, 1.1),
+          "a batch larger than the largest captured CUDA graph runs its decode steps without one, and a larger "
+          "batch stretches every step; the step model fitted at batches up to 256 knows neither"),
+    Claim("itl-batch", "At cap {top_cap} a stream's median ITL rises to ~{itl_top:g} ms: each step advances the whole batch.",
+          "median ITL at cap 256 = part 1's step fit at the running batch that cap allows", "ms", _itl_batch,
+          (0.85, 1.15),
+          "under a flood some steps also prefill newcomers, which lengthens them beyond pure decode"),
+    Claim("small-cliff", "A {small_model_params:g}B model's cliff is steeper, ~{small_model_batching_lift:g}x against "
+          "~{batching_lift:g}x.",
+          "the small model's cliff at least 1.1x the 4B's, over the same caps on the same rig", "x", _small_cliff,
+          (1.1, math.inf),
+          "a small model whose single stream is bound by per-step overhead rather than its (small) weight stream "
+          "gains less from sharing that stream"),
 ]
