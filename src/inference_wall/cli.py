@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--data-dir", type=Path, default=REPO / "data")
     pl.add_argument("--set", action="append", default=[], metavar="KEY=JSON")
 
-    ck = sub.add_parser("check-args", help="validate PART and RIG (used by make) and print the part's notebook")
+    ck = sub.add_parser("check-args", help="validate PART and RIG and this machine for the rig (used by make), print "
+                                           "the part's notebook and, on a GPU host without vLLM, 'needs: make vllm-gpu'")
     ck.add_argument("--part", required=True)
     ck.add_argument("--rig", required=True)
     return ap
@@ -99,9 +100,16 @@ def _dispatch(args) -> int:
     from .store import check_run_rig, part_name
 
     if args.command == "check-args":
+        from . import gpuenv
+        from .rig import load_profile
+
         name = part_name(args.part)
         check_run_rig(args.rig)
+        profile = load_profile(args.rig)
+        info = gpuenv.check_machine(profile, part=args.part)  # no GPU and not a CPU rig: one line, before anything starts
         print(f"notebooks/{name}.md")
+        if gpuenv.needs_gpu_venv(profile, sys.executable, info):
+            print("needs: make vllm-gpu")
         return 0
     if args.command == "plan":
         from . import parts
@@ -111,6 +119,8 @@ def _dispatch(args) -> int:
         params = parts.parameters(args.part, args.rig, args.data_dir, _overrides(args.set))
         plans = parts.plan(args.part, args.rig, args.data_dir, _overrides(args.set))
         status = point_status(rig_dir(args.part, args.rig, args.data_dir), [p.name for p in plans])
+        for line in _plan_header(args, params, plans):
+            print(line)
         print(json.dumps(params, indent=1))
         for p in plans:
             print(f"{p.name:20s} session={p.session:16s} max_num_seqs={p.max_num_seqs:<4d} {status[p.name]}")
@@ -119,11 +129,13 @@ def _dispatch(args) -> int:
         with _writer(args):
             from . import parts
 
+            _check_machine(args)
             report = parts.run(args.part, args.rig, args.data_dir, args.model_source, args.points, args.budget_min,
                                args.python, _overrides(args.set), progress=not args.no_progress)
         return _report(report)
     if args.command == "reproduce":
         with _writer(args):
+            _check_machine(args)
             return _reproduce(args)
     raise AssertionError(args.command)
 
@@ -142,6 +154,54 @@ def _writer(args):
     load_profile(args.rig, args.data_dir)  # checked against its schema
     check_budget(args.budget_min)
     return writer_lock(rig_dir(args.part, args.rig, args.data_dir), f"part {name} on rig {args.rig}")
+
+
+def _check_machine(args) -> None:
+    """After the cheap checks and the lock, before any server: the rig's model preset exists, this machine can
+    run the rig (a GPU rig needs an NVIDIA GPU), and a GPU rig's vLLM defaults to .venv-vllm-gpu once built."""
+    from . import gpuenv
+    from .modelkit import preset_dir
+    from .rig import load_profile
+
+    profile = load_profile(args.rig, args.data_dir)
+    preset_dir(profile.model_preset, args.data_dir)
+    gpuenv.check_machine(profile, part=args.part)
+    if args.python is None:
+        args.python = gpuenv.gpu_vllm_python(profile)
+
+
+def _plan_header(args, params: dict, plans) -> list[str]:
+    """What `plan` prints before the parameters: the profile, the model(s) and, where known, the KV pool and
+    its admission limit for the part's requests."""
+    from . import parts
+    from .modelkit import read_preset
+    from .rig import load_profile
+
+    profile = load_profile(args.rig, args.data_dir)
+    name = parts.module(args.part).NAME
+    lines = [f"part {name} on rig {args.rig}"]
+    if profile.has_profile:
+        path = (Path(args.data_dir) / "rigs" / f"{args.rig}.json").resolve()
+        lines.append(f"profile: {path.relative_to(REPO) if path.is_relative_to(REPO) else path}"
+                     + (f": {profile.description}" if profile.description else ""))
+        if profile.serve_args:
+            lines.append(f"  extra vllm serve flags: {' '.join(profile.serve_args)}")
+    else:
+        lines.append(f"profile: none (a stock vLLM server; data/rigs/{args.rig}.json would hold the rig's deviations)")
+    presets = list(dict.fromkeys(p.preset or profile.model_preset for p in plans)) or [profile.model_preset]
+    for preset in presets:
+        hub = read_preset(preset, args.data_dir).get("hub_id")
+        weights = "dummy weights of its shapes" if profile.model_source == "dummy" else f"weights from the hub ({hub})"
+        lines.append(f"model: preset {preset} (data/models/{preset}; {hub or 'no hub checkpoint'}), {weights}")
+    tokens = (params.get("input_len") or 0) + (params.get("output_len") or 0)
+    for preset, pool in parts.rig_pools(name, profile, params, args.data_dir).items():
+        if pool is None:
+            lines.append(f"KV pool ({preset}): not known yet (read from the log of the rig's first server start)")
+            continue
+        limit = f"; admission limit {pool.admission_limit(tokens):,} requests of {tokens:,} tokens" if tokens else ""
+        lines.append(f"KV pool ({preset}): {pool.num_blocks:,} pages of {pool.block_size} tokens, from {pool.source}"
+                     + limit)
+    return lines
 
 
 def _report(report) -> int:
