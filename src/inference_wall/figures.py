@@ -308,19 +308,26 @@ def header_label(column: str, units: Mapping[str, str] | None = None,
     return f"{text} ({unit})" if unit else text
 
 
+MISSING_NUMBER = "not measured"  # what a table shows for a number it does not have (None, NaN, NA)
+
+
+def _missing(value) -> bool:
+    return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value))
+
+
 def format_number(value, digits: int | None = None) -> str:
-    """Round for reading: 1,234 / 56.8 / 7.05 / 0.392; inf -> '∞' (a flood); NaN -> '–'.
+    """Round for reading: 1,234 / 56.8 / 7.05 / 0.392; inf -> '∞' (a flood); missing -> 'not measured'.
 
     With ``digits`` given, exactly that many decimals (thousands separated)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
-        return "–"
+    if _missing(value):
+        return MISSING_NUMBER
     if isinstance(value, bool):
         return "yes" if value else "no"
     if not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
         return str(value)
     x = float(value)
     if math.isnan(x):
-        return "–"
+        return MISSING_NUMBER
     if math.isinf(x):
         return "∞" if x > 0 else "−∞"
     if digits is not None:
@@ -365,20 +372,28 @@ def table_html(df: pd.DataFrame, units: Mapping[str, str] | None = None,
     numeric = {c: pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
                for c in frame.columns}
     decimals = {c: (digits or {}).get(c, column_decimals(frame[c])) for c in frame.columns if numeric[c]}
+    # a column of numbers with gaps can arrive as objects: its gaps are missing numbers too
+    numbers_only = {c: not numeric[c] and frame[c].notna().any() and all(
+                        pd.api.types.is_number(v) and not pd.api.types.is_bool(v) for v in frame[c] if not _missing(v))
+                    for c in frame.columns}
     head = "".join(
-        f'<th class="{"iw-num" if numeric[c] else "iw-text"}">{html.escape(header_label(str(c), units, labels))}</th>'
+        f'<th class="{"iw-num" if numeric[c] or numbers_only[c] else "iw-text"}">{html.escape(header_label(str(c), units, labels))}</th>'
         for c in frame.columns
     )
     rows = []
     for record in frame.itertuples(index=False, name=None):
         cells = []
         for column, value in zip(frame.columns, record):
+            missing = ' iw-missing' if _missing(value) else ''
             if numeric[column]:
                 text = format_number(value, decimals[column])
-                cells.append(f'<td class="iw-num">{html.escape(text)}</td>')
+                cells.append(f'<td class="iw-num{missing}">{html.escape(text)}</td>')
+            elif numbers_only[column]:
+                text = format_number(value)
+                cells.append(f'<td class="iw-num{missing}">{html.escape(text)}</td>')
             else:
-                text = "–" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
-                cells.append(f'<td class="iw-text">{html.escape(text)}</td>')
+                text = "–" if missing else str(value)
+                cells.append(f'<td class="iw-text{missing}">{html.escape(text)}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
     return (
