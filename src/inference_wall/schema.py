@@ -7,6 +7,7 @@ from __future__ import annotations
 
 PARTS = {
     1: "01-hit-the-wall",
+    2: "02-prefill-freeze",
     3: "03-batching-cliff",
 }
 

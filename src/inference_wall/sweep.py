@@ -21,6 +21,7 @@ import tempfile
 import time
 import traceback
 import uuid
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -48,6 +49,9 @@ class PassPlan:
     label: str  # file stem of the result: warmup, cold, bench, ...
     kind: str  # warmup | cold | measured
     spec: PassSpec
+    # A task alongside the pass (part 2's injected long prompt): side(server_url, model, point_dir, label) is a
+    # context manager entered before the pass and left after it; its `record` goes into the pass's record.
+    side: "callable | None" = None
 
 
 @dataclass
@@ -65,6 +69,7 @@ class PointPlan:
     max_prompts: int | None = None
     # Resolved just before the point runs (e.g. a rate relative to the rig's measured capacity).
     resolve: "callable | None" = None
+    serve_args: list[str] = field(default_factory=list)  # the session's own `vllm serve` flags (after the rig's)
 
 
 @dataclass
@@ -179,7 +184,8 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
     tmp = Path(tempfile.mkdtemp(prefix=f"iw-{session_id}-"))
     log_path = tmp / "server.log"
     # later flags win: the part's defaults, then the rig's deviations
-    args = [*model_serve_args(model), "--max-num-seqs", str(first.max_num_seqs), *ctx.serve_args, *ctx.rig.serve_args]
+    args = [*model_serve_args(model), "--max-num-seqs", str(first.max_num_seqs), *ctx.serve_args, *ctx.rig.serve_args,
+            *first.serve_args]
     spec = ServerSpec(model=model.model, python=ctx.python, args=args, env={**ctx.server_env, **ctx.rig.env},
                       startup_timeout_s=ctx.startup_timeout_s)
     server = VllmServer(spec, log_path)
@@ -232,12 +238,15 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                         spec = replace(spec, num_prompts=prompts_for_window(
                             math.inf, warm_rps, WINDOW_MARGIN * point.min_window_s, spec.num_prompts,
                             point.max_prompts or spec.num_prompts))
-                    cmd, started, ended = run_pass(ctx.python, server.url, model.model, model.tokenizer, ctx.workload,
-                                                   spec, pdir / f"{p.label}.json", pdir / "bench.log",
-                                                   env=ctx.rig.env, fork_server=forks)
+                    side = p.side(server.url, model.model, pdir, p.label) if p.side else None
+                    with side or nullcontext():
+                        cmd, started, ended = run_pass(ctx.python, server.url, model.model, model.tokenizer,
+                                                       ctx.workload, spec, pdir / f"{p.label}.json",
+                                                       pdir / "bench.log", env=ctx.rig.env, fork_server=forks)
                     records.append({"label": p.label, "kind": p.kind, "spec": spec.to_dict(), "command": cmd,
                                     "runner": runner,
                                     "started": started, "ended": ended, "result": f"{p.label}.json",
+                                    **({"side": side.record} if side else {}),
                                     **({"planned_prompts": p.spec.num_prompts} if spec is not p.spec else {})})
                     if not server.alive():
                         raise UserError("the server died during the pass")

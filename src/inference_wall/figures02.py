@@ -1,0 +1,69 @@
+"""Part 2's charts, one function each, on the tidy frames of parts.p02 (theme, rig colours and axes from figures)."""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from . import figures
+
+CONFIG_TITLE = "Configuration"
+
+
+def _config_order(df: pd.DataFrame) -> list[str]:
+    return list(df.sort_values("budget", key=lambda b: b.where(b > 0, 10**9))["config"].drop_duplicates())
+
+
+def token_timeline(tokens: pd.DataFrame) -> alt.FacetChart:
+    """Background tokens (one row of ticks per stream) around the injection, one panel per configuration; the
+    long request's own tokens on the row marked 'long prompt'. Time 0 is when the long prompt was sent."""
+    data = tokens.assign(who=tokens["stream"].map(lambda s: "long prompt" if s < 0 else f"stream {s}"))
+    order = ["long prompt", *[f"stream {s}" for s in sorted(set(tokens["stream"]) - {-1})]]
+    base = alt.Chart().mark_tick(thickness=2, size=10).encode(
+        x=alt.X("t_ms:Q", title="ms since the long prompt was sent"),
+        y=alt.Y("who:N", sort=order, title=None),
+        color=alt.condition("datum.stream < 0", alt.value("#d62728"), alt.value("#4c78a8")),
+        tooltip=[alt.Tooltip("config:N"), alt.Tooltip("who:N", title="request"),
+                 alt.Tooltip("t_ms:Q", title="token at (ms)", format=",.1f")])
+    rule = alt.Chart().mark_rule(strokeDash=[4, 3], color="#888").encode(x=alt.datum(0))  # the send
+    return alt.layer(base, rule, data=data).facet(
+        row=alt.Row("config:N", title=None, sort=_config_order(tokens))).resolve_scale(x="independent", y="independent")
+
+
+def freeze_vs_length(freezes: pd.DataFrame) -> alt.FacetChart:
+    """The freeze (median over repeats, bar from the least to the largest) against the long prompt's length, one line
+    per configuration, one panel per rig."""
+    order = _config_order(freezes)
+    base = alt.Chart(freezes)
+    enc = dict(x=alt.X("prompt_len:Q", title="long prompt (tokens)", scale=alt.Scale(type="log", base=2)),
+               color=alt.Color("config:N", title=CONFIG_TITLE, sort=order))
+    tips = figures.tooltips(["config", "prompt_len", "freeze_ms", "freeze_min_ms", "freeze_max_ms", "repeats",
+                             "ttft_ms", "predicted_low_ms", "predicted_high_ms"])
+    line = base.mark_line(point=True).encode(y=alt.Y("freeze_ms:Q", title="freeze (ms)"), tooltip=tips, **enc)
+    bar = base.mark_rule().encode(y="freeze_min_ms:Q", y2="freeze_max_ms:Q", **enc)
+    return alt.layer(bar, line).facet(column=alt.Column("rig:N", title=None)).resolve_scale(y="independent")
+
+
+def ttft_vs_freeze(freezes: pd.DataFrame) -> alt.FacetChart:
+    """The trade: the long request's TTFT against the freeze it inflicts, per configuration and prompt length."""
+    order = _config_order(freezes)
+    chart = alt.Chart(freezes).mark_point(filled=True, size=70).encode(
+        x=alt.X("freeze_ms:Q", title="freeze of the background (ms)", scale=alt.Scale(type="log")),
+        y=alt.Y("ttft_ms:Q", title="the long prompt's TTFT (ms)", scale=alt.Scale(type="log")),
+        color=alt.Color("config:N", title=CONFIG_TITLE, sort=order),
+        shape=alt.Shape("prompt_len:O", title="prompt (tokens)"),
+        tooltip=figures.tooltips(["config", "prompt_len", "freeze_ms", "ttft_ms", "solo_ttft_ms"]))
+    return chart.facet(column=alt.Column("rig:N", title=None)).resolve_scale(x="independent", y="independent")
+
+
+def step_timeline(steps: pd.DataFrame) -> alt.FacetChart:
+    """The engine's steps around one injection (iteration log): each step's elapsed time, the long prompt's steps
+    marked, one panel per configuration."""
+    data = steps.assign(kind=steps["long_prompt"].map({True: "carries the long prompt", False: "other step"}))
+    chart = alt.Chart(data).mark_bar().encode(
+        x=alt.X("step:O", title="step (0: the long prompt's first)"),
+        y=alt.Y("elapsed_ms:Q", title="step time (ms)"),
+        color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["carries the long prompt", "other step"],
+                                                              range=["#d62728", "#4c78a8"])),
+        tooltip=figures.tooltips(["config", "step", "elapsed_ms", "ctx_tokens", "gen_tokens", "gen_reqs"]))
+    return chart.facet(row=alt.Row("config:N", title=None, sort=_config_order(steps))).resolve_scale(
+        x="independent", y="independent")

@@ -1,0 +1,473 @@
+"""Part 2, the prefill freeze: a steady stream of short requests, one long prompt injected into it, with chunked
+prefill off and on at several token budgets. One server session per configuration; one point per prompt length.
+
+Each point: a mixed warm-up (the background with one long prompt of the point's length, so every shape the
+measurement meets is compiled first), then the measured pass: `solo` long prompts alone on the idle server (the
+prefill time without a batch), then the background stream at a fixed rate with `injections` long prompts sent
+into it one after another (the repeats). See inject.py for the client and freeze.py for the definitions.
+"""
+from __future__ import annotations
+
+import json
+import math
+import numpy as np
+import pandas as pd
+
+from .. import freeze
+from ..bench import PassSpec
+from ..analysis import Interval, combine
+from ..claims import Claim, Judgement, Missing, fmt_num, need
+from ..errors import UserError
+from ..inject import InjectSpec, injection
+from ..modelkit import preset_dir, text_config
+from ..reference import load_reference
+from ..schema import PUBLISHED_RIG
+from ..store import bench_result, derived, load_points, open_artefact, read_artefact, read_text
+from ..sweep import PassPlan, PointPlan
+
+NAME = "02-prefill-freeze"
+NOTEBOOK = "notebooks/02-prefill-freeze.md"
+
+OFF = 0  # a budget of 0 in `budgets`: chunked prefill off
+A10G_BUDGET = 2048  # vLLM's default max_num_batched_tokens for a served model on a GPU under 70 GiB (the A10G)
+
+DEFAULTS = {
+    "input_len": 256,  # the background: the series' 256 in / 128 out
+    "output_len": 128,
+    "background_rate_rps": 8.0,  # the background's fixed offered rate (Poisson arrivals)
+    "max_num_seqs": 256,
+    "prompt_lens": [4096, 8192, 16384, 32768],  # the long prompts
+    "long_output_len": 16,  # the long request's own output tokens
+    "budgets": [OFF, A10G_BUDGET, 8192, 512],  # max_num_batched_tokens per session, in run order (the claims need
+    # off and 2,048 first); 0: chunked prefill off
+    "long_prefill_token_threshold": None,  # optional: passed to the chunked sessions (--long-prefill-token-threshold)
+    "injections": 3,  # long prompts per measured pass: the repeats
+    "first_after_s": 3.0,  # first injection after the bench's main run starts
+    "spacing_s": 4.0,  # between injections
+    "tail_s": 3.0,  # background after the last injection's slot
+    "solo": 2,  # long prompts alone before the measured background
+    "warmup_background_s": 4.0,  # the mixed warm-up's background
+    "seed": 0,
+    "peak_dense_tflops": None,  # the rig's peak dense fp16/bf16 FLOP/s, for the prefill roofline (set per rig profile)
+    "peak_source": None,  # where that peak comes from (shown with it)
+}
+
+
+def config_name(budget: int) -> str:
+    return "off" if budget == OFF else f"b{budget:05d}"
+
+
+def point_name(budget: int, prompt_len: int) -> str:
+    return f"{config_name(budget)}-p{prompt_len:05d}"
+
+
+def max_model_len(p: dict) -> int:
+    """Room for the longest prompt, its output, and a decode token of every running sequence beside it."""
+    return max(p["prompt_lens"]) + p["long_output_len"] + p["max_num_seqs"]
+
+
+def session_args(p: dict, budget: int) -> list[str]:
+    mml = max_model_len(p)
+    args = ["--enable-logging-iteration-details", "--max-model-len", str(mml)]
+    if budget == OFF:  # the whole prompt in one step: the budget must hold it (vLLM refuses less than max_model_len)
+        return args + ["--no-enable-chunked-prefill", "--max-num-batched-tokens", str(mml)]
+    args += ["--enable-chunked-prefill", "--max-num-batched-tokens", str(budget)]
+    if p["long_prefill_token_threshold"]:
+        args += ["--long-prefill-token-threshold", str(p["long_prefill_token_threshold"])]
+    return args
+
+
+def token_range(preset: str) -> tuple[int, int]:
+    """Ordinary token ids of the preset's vocabulary for the long prompts (special tokens sit at its top)."""
+    config = json.loads((preset_dir(preset) / "config.json").read_text())
+    vocab = int(text_config(config)["vocab_size"])
+    return 100, int(0.9 * vocab)
+
+
+def check(p: dict) -> None:
+    if p["input_len"] >= min(p["prompt_lens"]):
+        raise UserError(f"part 2: every long prompt must be longer than a background prompt ({p['input_len']} tokens); "
+                        f"prompt_lens {p['prompt_lens']}")
+    small = [b for b in p["budgets"] if b != OFF and b < p["max_num_seqs"]]
+    if small:
+        raise UserError(f"part 2: budgets {small} are below max_num_seqs {p['max_num_seqs']} (vLLM refuses them)")
+    if p["background_rate_rps"] <= 0:
+        raise UserError(f"part 2: background_rate_rps must be positive, not {p['background_rate_rps']}")
+
+
+def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
+    check(p)
+    low, high = token_range(profile.model_preset)
+    rate = float(p["background_rate_rps"])
+    seeds = iter(range(1, 100_000))
+    plans = []
+    for budget in p["budgets"]:
+        for length in p["prompt_lens"]:
+            name = point_name(budget, length)
+            warm = InjectSpec(prompt_len=length, output_len=p["long_output_len"], count=1, first_after_s=1.0,
+                              seed=next(seeds), token_low=low, token_high=high)
+            measured = InjectSpec(prompt_len=length, output_len=p["long_output_len"], count=p["injections"],
+                                  first_after_s=p["first_after_s"], spacing_s=p["spacing_s"], solo=p["solo"],
+                                  seed=next(seeds), token_low=low, token_high=high)
+            window_s = p["first_after_s"] + p["injections"] * p["spacing_s"] + p["tail_s"]
+            passes = [
+                PassPlan("warmup-mixed", "warmup",
+                         PassSpec(num_prompts=max(4, math.ceil(rate * p["warmup_background_s"])), request_rate=rate,
+                                  seed=50_000 + next(seeds), detailed=False), side=injection(warm)),
+                PassPlan("bench", "measured", PassSpec(num_prompts=math.ceil(rate * window_s), request_rate=rate,
+                                                       seed=next(seeds)), side=injection(measured)),
+            ]
+            plans.append(PointPlan(name=name, session=config_name(budget), max_num_seqs=p["max_num_seqs"],
+                                   passes=passes, serve_args=session_args(p, budget),
+                                   params={"budget": budget, "chunked": budget != OFF, "prompt_len": length,
+                                           "background_rate_rps": rate, "max_model_len": max_model_len(p)}))
+    return plans
+
+
+# ---------------------------------------------------------------------------------------------
+# Replay: per injection, per configuration and prompt length, per rig
+# ---------------------------------------------------------------------------------------------
+
+
+def _injections(pt, label: str = "bench") -> dict:
+    return json.loads(read_artefact(pt.path, f"{label}-inject.json"))
+
+
+def _steps(pt) -> pd.DataFrame:
+    from ..logs import parse_iterations
+
+    path = open_artefact(pt.path, "server.log")
+    return derived("iterations", path, lambda: parse_iterations(read_text(path), path))
+
+
+def _ttft_ms(rec: dict) -> float:
+    return 1000 * (rec["token_times"][0] - rec["sent"]) if rec.get("token_times") else math.nan
+
+
+def point_injections(pt) -> pd.DataFrame:
+    """One row per measured injection of one point: the long request's TTFT, the freeze it caused (client side)
+    and the steps that carried it (server side)."""
+    raw = bench_result(open_artefact(pt.path, "bench.json")).raw
+    streams = freeze.stream_token_times(raw)
+    inj = _injections(pt)
+    recs = inj["injections"]
+    windows = [(r["sent"], r["token_times"][0]) for r in recs if r.get("token_times")]
+    base_s = freeze.baseline_gap_s(streams, windows)
+    steps = _steps(pt)
+    wl = pt.manifest.get("workload", {})
+    length = int(pt.params["prompt_len"])
+    runs = freeze.long_prompt_steps(steps, length, int(wl.get("input_len", 256))) if len(steps) else []
+    n_solo = len(inj["solo"])
+    measured_runs = runs[-len(recs):] if len(runs) >= len(recs) + n_solo else [[] for _ in recs]
+    solo_runs = runs[-len(recs) - n_solo:-len(recs)] if len(runs) >= len(recs) + n_solo and n_solo else []
+    bench_steps = steps.iloc[measured_runs[0][0]:measured_runs[-1][-1] + 1] if measured_runs and measured_runs[0] else steps
+    solo_ttft = [_ttft_ms(r) for r in inj["solo"]]
+    rows = []
+    for k, rec in enumerate(recs):
+        f = freeze.freeze_in_window(streams, rec["sent"], rec["token_times"][0], base_s)
+        row = {"rig": pt.rig, "point": pt.name, "budget": int(pt.params["budget"]), "prompt_len": length,
+               "injection": k, "ttft_ms": _ttft_ms(rec), "baseline_itl_ms": 1000 * base_s,
+               "solo_ttft_ms": float(np.median(solo_ttft)) if solo_ttft else math.nan,
+               "solo_ttft_min_ms": min(solo_ttft) if solo_ttft else math.nan,
+               "solo_ttft_max_ms": max(solo_ttft) if solo_ttft else math.nan,
+               "solo_step_ms": float(np.median([steps.iloc[r]["elapsed_ms"].sum() for r in solo_runs]))
+               if solo_runs else math.nan,
+               "decode_step_ms": freeze.decode_step_ms(bench_steps), **f.as_dict(),
+               **freeze.step_summary(steps, measured_runs[k] if k < len(measured_runs) else [])}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+INJECTION_COLUMNS = ["rig", "point", "budget", "prompt_len", "injection", "ttft_ms", "baseline_itl_ms", "solo_ttft_ms",
+                     "solo_ttft_min_ms", "solo_ttft_max_ms",
+                     "solo_step_ms", "decode_step_ms", "streams", "freeze_ms", "freeze_max_ms", "lost_ms",
+                     "prefill_steps", "max_step_ms", "sum_step_ms", "chunk_tokens_max", "gen_reqs_beside"]
+
+
+def injection_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    frames = [point_injections(pt) for pt in load_points(NAME, data_dir, rigs)]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=INJECTION_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[INJECTION_COLUMNS]
+
+
+def config_label(budget: int) -> str:
+    return "chunking off" if budget == OFF else f"chunked, budget {budget:,}"
+
+
+def freeze_table(injections: pd.DataFrame) -> pd.DataFrame:
+    """One row per (rig, budget, prompt length): the freeze's median and range over the repeats, beside the long
+    request's TTFT, the server's longest step, and the freeze that the solo prefill predicts."""
+    if not len(injections):
+        return pd.DataFrame(columns=["rig", "config", "budget", "prompt_len", "repeats", "freeze_ms", "freeze_min_ms",
+                                     "freeze_max_ms", "lost_ms", "ttft_ms", "max_step_ms", "solo_ttft_ms",
+                                     "baseline_itl_ms", "predicted_low_ms", "predicted_high_ms", "streams"])
+    g = injections.groupby(["rig", "budget", "prompt_len"], sort=True)
+    out = g.agg(repeats=("freeze_ms", "count"), freeze_ms=("freeze_ms", "median"), freeze_min_ms=("freeze_ms", "min"),
+                freeze_max_ms=("freeze_ms", "max"), lost_ms=("lost_ms", "median"), ttft_ms=("ttft_ms", "median"),
+                max_step_ms=("max_step_ms", "median"), solo_ttft_ms=("solo_ttft_ms", "median"),
+                baseline_itl_ms=("baseline_itl_ms", "median"), streams=("streams", "median")).reset_index()
+    pred = [freeze.predicted_freeze_ms(r.solo_ttft_ms, r.prompt_len, None if r.budget == OFF else r.budget,
+                                       r.baseline_itl_ms) for r in out.itertuples()]
+    out["predicted_low_ms"] = [lo for lo, _ in pred]
+    out["predicted_high_ms"] = [hi for _, hi in pred]
+    out.insert(1, "config", out["budget"].map(config_label))
+    return out
+
+
+def timeline_table(data_dir=None, rig: str | None = None, prompt_len: int | None = None, injection_no: int = 0,
+                   before: int = 8, after: int = 8) -> pd.DataFrame:
+    """The engine's steps around one injection, per configuration (from the iteration log): for the step timeline."""
+    frames = []
+    for pt in load_points(NAME, data_dir, [rig] if rig else None):
+        if prompt_len is not None and int(pt.params["prompt_len"]) != prompt_len:
+            continue
+        steps = _steps(pt)
+        inj = _injections(pt)
+        runs = freeze.long_prompt_steps(steps, int(pt.params["prompt_len"]),
+                                        int(pt.manifest.get("workload", {}).get("input_len", 256))) if len(steps) else []
+        n = len(inj["injections"])
+        if len(runs) < n or injection_no >= n:
+            continue
+        t = freeze.timeline(steps, runs[len(runs) - n + injection_no], before, after)
+        frames.append(t.assign(rig=pt.rig, budget=int(pt.params["budget"]), config=config_label(int(pt.params["budget"])),
+                               prompt_len=int(pt.params["prompt_len"])))
+    if not frames:
+        return pd.DataFrame(columns=["rig", "config", "budget", "prompt_len", "step", "elapsed_ms", "ctx_tokens",
+                                     "gen_tokens", "long_prompt"])
+    return pd.concat(frames, ignore_index=True)[["rig", "config", "budget", "prompt_len", "step", "elapsed_ms",
+                                                 "ctx_tokens", "gen_tokens", "gen_reqs", "long_prompt"]]
+
+
+def token_timeline(data_dir=None, rig: str | None = None, prompt_len: int | None = None, injection_no: int = 0,
+                   before_s: float = 0.5, after_s: float = 0.5, max_streams: int = 6) -> pd.DataFrame:
+    """Background tokens around one injection, per configuration, in ms from the long prompt's send (row per token;
+    at most `max_streams` streams per configuration, those decoding across the window first: with 128 tokens a
+    stream, four configurations stay under the 5,000 rows a chart may draw unaggregated)."""
+    rows = []
+    for pt in load_points(NAME, data_dir, [rig] if rig else None):
+        if prompt_len is not None and int(pt.params["prompt_len"]) != prompt_len:
+            continue
+        recs = _injections(pt)["injections"]
+        if injection_no >= len(recs) or not recs[injection_no].get("token_times"):
+            continue
+        rec = recs[injection_no]
+        sent, first = rec["sent"], rec["token_times"][0]
+        streams = freeze.stream_token_times(bench_result(open_artefact(pt.path, "bench.json")).raw)
+        near = [t for t in streams if len(t) and t[-1] > sent - before_s and t[0] < first + after_s]
+        near.sort(key=lambda t: not (t[0] < sent and t[-1] > first))
+        budget = int(pt.params["budget"])
+        for s, t in enumerate(near[:max_streams]):
+            keep = t[(t > sent - before_s) & (t < first + after_s)]
+            rows += [{"rig": pt.rig, "config": config_label(budget), "budget": budget, "stream": s,
+                      "t_ms": 1000 * (x - sent)} for x in keep]
+        rows += [{"rig": pt.rig, "config": config_label(budget), "budget": budget, "stream": -1,
+                  "t_ms": 1000 * (x - sent)} for x in rec["token_times"] if x < first + after_s]
+    return pd.DataFrame(rows, columns=["rig", "config", "budget", "stream", "t_ms"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The prefill roofline
+# ---------------------------------------------------------------------------------------------
+
+
+def matmul_params(pt) -> float | None:
+    """Parameters a prefill multiplies every prompt token by, estimated from the server's log: the weights it loaded
+    (GiB) over the bytes of one parameter (2: fp16/bf16), less the token embedding (a lookup, and the logits are
+    computed for the last position only). A vision tower, where the checkpoint has one, is still counted."""
+    rep = pt.startup()
+    if rep is None or not rep.weights_gib:
+        return None
+    model = pt.manifest.get("model", {})
+    try:
+        cfg = text_config(json.loads((preset_dir(model["preset"]) / "config.json").read_text()))
+    except (KeyError, OSError, ValueError, UserError):
+        return None
+    embed = cfg["vocab_size"] * cfg["hidden_size"] * (1 if cfg.get("tie_word_embeddings", False) else 2)
+    return rep.weights_gib * 2**30 / 2 - embed
+
+
+def roofline_table(freezes: pd.DataFrame, data_dir=None) -> pd.DataFrame:
+    """Per rig and prompt length: the prefill's compute floor (2 x parameters x tokens / the rig's peak dense FLOP/s,
+    the peak from the rig profile's part-2 parameters) beside the solo prefill time measured (TTFT alone)."""
+    from . import parameters
+
+    rows = []
+    params_by_rig: dict[str, float | None] = {}
+    for pt in load_points(NAME, data_dir, sorted(set(freezes["rig"])) if len(freezes) else []):
+        if params_by_rig.get(pt.rig) is None:
+            params_by_rig[pt.rig] = matmul_params(pt)
+    solo = freezes.groupby(["rig", "prompt_len"])["solo_ttft_ms"].median().reset_index() if len(freezes) else freezes
+    for r in solo.itertuples():
+        p = parameters(NAME, r.rig, data_dir)
+        peak = p.get("peak_dense_tflops")
+        n = params_by_rig.get(r.rig)
+        floor = freeze.compute_floor_ms(n, r.prompt_len, peak * 1e12) if (peak and n) else math.nan
+        rows.append({"rig": r.rig, "prompt_len": r.prompt_len, "params_b": n / 1e9 if n else math.nan,
+                     "peak_dense_tflops": peak if peak else math.nan, "compute_floor_ms": floor,
+                     "solo_ttft_ms": r.solo_ttft_ms, "floor_fraction": floor / r.solo_ttft_ms if peak and n else math.nan,
+                     "peak_source": p.get("peak_source") or "no peak on record for this rig"})
+    return pd.DataFrame(rows, columns=["rig", "prompt_len", "params_b", "peak_dense_tflops", "compute_floor_ms",
+                                       "solo_ttft_ms", "floor_fraction", "peak_source"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-rig views and claims
+# ---------------------------------------------------------------------------------------------
+
+
+def rig_view(injections: pd.DataFrame, rig: str, claim_budget: int = A10G_BUDGET) -> dict:
+    """What the claims need about one rig, at its longest prompt measured with chunking off: the freeze over the
+    repeats (off, and at the claim budget or else the smallest measured budget below the prompt), the prompt's solo
+    prefill time (TTFT alone, over the solo prompts) and the background's baseline gap, as Intervals."""
+    f = injections[injections["rig"] == rig]
+    view: dict = {"rig": rig}
+    off = f[f["budget"] == OFF].dropna(subset=["freeze_ms"])
+    if not len(off):
+        return view
+    longest = int(off["prompt_len"].max())
+    at = f[f["prompt_len"] == longest].dropna(subset=["freeze_ms"])
+    chunked = sorted(b for b in set(at["budget"]) if b != OFF and b < longest)
+    budget = claim_budget if claim_budget in chunked else (chunked[0] if chunked else None)
+
+    def side(b: int) -> dict:
+        rows = at[at["budget"] == b]
+        return {"freeze": Interval.spread(rows["freeze_ms"]), "ttft": Interval.spread(rows["ttft_ms"]),
+                "solo": Interval(float(rows["solo_ttft_ms"].median()), float(rows["solo_ttft_min_ms"].min()),
+                                 float(rows["solo_ttft_max_ms"].max())),
+                "baseline_ms": float(rows["baseline_itl_ms"].median())}
+
+    view.update(prompt_len=longest, off=side(OFF))
+    if budget is not None:
+        view.update(budget=budget, chunked=side(budget))
+    return view
+
+
+def predicted_freeze(solo: Interval, prompt_len: int, budget: int | None, baseline_ms: float) -> Interval:
+    """freeze.predicted_freeze_ms over the solo prefill's spread: the prefill share of the longest step, plus between
+    none and one decode step (the central value takes half of one)."""
+    lo, _ = freeze.predicted_freeze_ms(solo.low, prompt_len, budget, baseline_ms)
+    mid_lo, mid_hi = freeze.predicted_freeze_ms(solo.value, prompt_len, budget, baseline_ms)
+    _, hi = freeze.predicted_freeze_ms(solo.high, prompt_len, budget, baseline_ms)
+    return Interval((mid_lo + mid_hi) / 2, lo, hi)
+
+
+def _fmt(x: float) -> str:
+    return fmt_num(x)
+
+
+def _freeze_off(v: dict) -> Judgement:
+    o, n = need(v, "off"), need(v, "prompt_len")
+    pred = predicted_freeze(o["solo"], n, None, o["baseline_ms"])
+    how = (f"{n:,}-token prompt alone: TTFT {_fmt(o['solo'].value)} ms; + 0 to 1 decode step of "
+           f"{_fmt(o['baseline_ms'])} ms = {_fmt(pred.low)} to {_fmt(pred.high)} ms")
+    return Judgement(pred, o["freeze"], how)
+
+
+def _freeze_chunked(v: dict) -> Judgement:
+    c, n, b = need(v, "chunked"), need(v, "prompt_len"), need(v, "budget")
+    pred = predicted_freeze(c["solo"], n, b, c["baseline_ms"])
+    how = (f"{_fmt(c['solo'].value)} ms x {b:,} / {n:,} tokens = {_fmt(c['solo'].value * b / n)} ms; + 0 to 1 decode "
+           f"step of {_fmt(c['baseline_ms'])} ms = {_fmt(pred.low)} to {_fmt(pred.high)} ms")
+    return Judgement(pred, c["freeze"], how)
+
+
+def _shrink(v: dict) -> Judgement:
+    o, c, n, b = need(v, "off"), need(v, "chunked"), need(v, "prompt_len"), need(v, "budget")
+    p_off = predicted_freeze(o["solo"], n, None, o["baseline_ms"])
+    p_on = predicted_freeze(c["solo"], n, b, c["baseline_ms"])
+    pred = combine(lambda a, d: a / d, p_off, p_on)
+    meas = combine(lambda a, d: a / d, o["freeze"], c["freeze"])
+    how = (f"predicted freeze off / at budget {b:,} ({n:,}-token prompt): {_fmt(p_off.value)} / {_fmt(p_on.value)} ms "
+           f"= {_fmt(pred.value)}x")
+    return Judgement(pred, meas, how)
+
+
+def _published_shrink(v: dict) -> Judgement:
+    o, c, n, b = need(v, "off"), need(v, "chunked"), need(v, "prompt_len"), need(v, "budget")
+    if b != A10G_BUDGET:
+        raise Missing(f"a freeze at the A10G's budget of {A10G_BUDGET:,}")
+    post = need(v, "published_shrink")
+    meas = combine(lambda a, d: a / d, o["freeze"], c["freeze"])
+    how = (f"the post's {post.value:g}x against this rig's freeze off / at budget {b:,} with a {n:,}-token prompt: "
+           f"{_fmt(o['freeze'].value)} / {_fmt(c['freeze'].value)} ms")
+    return Judgement(post, meas, how)
+
+
+def reference_view(data_dir=None) -> dict:
+    f = load_reference(2, data_dir)["facts"]
+    facts = dict(zip(f["key"], f["value"]))
+    facts["a10g_budget"] = A10G_BUDGET
+    return facts
+
+
+def with_reference(view: dict, ref: dict) -> dict:
+    """A rig's view with the post's figures its claims compare with."""
+    return {**view, "published_shrink": Interval.printed(ref["freeze_shrink_chunked"])}
+
+
+CLAIMS = [
+    Claim("freeze-is-prefill", "A long prompt freezes every stream that is decoding beside it.",
+          "with chunking off, the freeze = the prompt's prefill time measured alone (TTFT on the idle server) + 0 to 1 "
+          "decode step", "ms", _freeze_off, (0.8, 1.25),
+          "a freeze longer than the prefill means more than the prefill stalled the streams (the scheduler holding "
+          "decodes back, a first-seen shape compiling); a shorter one means the solo request paid costs the mixed "
+          "step did not"),
+    Claim("freeze-is-one-chunk", "With chunked prefill the freeze shrinks.",
+          "with chunking on, the freeze = one budget's share of the solo prefill time (solo TTFT x budget / prompt) + 0 "
+          "to 1 decode step", "ms", _freeze_chunked, (0.75, 1.33),
+          "a chunk step costs more than its share of the solo prefill when a fixed cost per step dominates (small "
+          "chunks, a small model) or when late chunks attend over a long prefix, less when the decodes ride free"),
+    Claim("shrink-ratio", "Flipping one flag shrinks the freeze by a factor.",
+          "freeze off / freeze chunked = the ratio of the two predictions above", "x", _shrink, (0.75, 1.33),
+          "the ratio inherits both predictions' errors"),
+    Claim("published-shrink", "On the A10G, chunked prefill (budget {a10g_budget:,.0f}) shrank the freeze "
+          "{freeze_shrink_chunked:g}x.",
+          "this rig's shrink at the same budget, at its longest prompt, against the post's figure (the post does not "
+          "state its prompt length)", "x", _published_shrink, (0.75, 1.33),
+          "the shrink grows with the prompt's length over the budget and with how much of a step is fixed cost; the "
+          "post states neither its prompt length nor the freeze's definition, so a differing rig does not contradict "
+          "the mechanism (see shrink-ratio)"),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Sentences for the page
+# ---------------------------------------------------------------------------------------------
+
+
+def no_data_note() -> str:
+    return ("**Not measured yet.** No rig shown on this page has run part 2. `make reproduce PART=2 RIG=<rig>` runs it "
+            "(on the H200: see `gpu/README.md`); the CPU test rig's run is on the [method page](../book/method.md), "
+            "where it only shows that the path works.")
+
+
+def findings(freezes: pd.DataFrame, rig: str) -> str:
+    """One paragraph per rig: the freeze off and at each budget for its longest prompt, against the prediction."""
+    f = freezes[freezes["rig"] == rig]
+    if not len(f):
+        return f"**{rig}:** no complete point."
+    longest = int(f["prompt_len"].max())
+    at = f[f["prompt_len"] == longest].sort_values("budget", key=lambda b: b.where(b > 0, 10**9), ascending=False)
+    parts_ = []
+    for r in at.itertuples():
+        parts_.append(f"{r.config}: {fmt_num(r.freeze_ms)} ms (range {fmt_num(r.freeze_min_ms)} to "
+                      f"{fmt_num(r.freeze_max_ms)} over {r.repeats} repeats; predicted {fmt_num(r.predicted_low_ms)} to "
+                      f"{fmt_num(r.predicted_high_ms)} ms), the long prompt's TTFT {fmt_num(r.ttft_ms)} ms")
+    off = at[at["budget"] == OFF]
+    solo = f"; alone on the idle server its prefill took {fmt_num(off['solo_ttft_ms'].iloc[0])} ms" if len(off) else ""
+    return (f"**{rig}**, the {longest:,}-token prompt{solo}. Freeze of the streams decoding beside it: "
+            + "; ".join(parts_) + ".")
+
+
+def trace_note(data_dir=None, rigs: list[str] | None = None) -> str:
+    """What the page can say about the profiler pass: it has not been run for any shown rig yet."""
+    traced = [pt for pt in load_points(NAME, data_dir, rigs) if (pt.path / "trace-summary.json").exists()]
+    if traced:
+        return f"Traces recorded for: {', '.join(sorted({pt.rig for pt in traced}))}."
+    return ("**No trace recorded yet.** The profiler pass is not part of the runs shown here: on the CPU test rig the "
+            "torch profiler would time CPU operators, not GPU kernels, and the H200 run that would record it is "
+            "still to come (`gpu/README.md`). What it will show: kernel time by family (matrix multiplies, attention, "
+            "the recurrent layers' kernels, everything else) for a decode-only step, a step with one prefill chunk, "
+            "and an unchunked long prefill.")

