@@ -9,6 +9,7 @@ PARTS = {
     1: "01-hit-the-wall",
     2: "02-prefill-freeze",
     3: "03-batching-cliff",
+    4: "04-kv-starvation",
     5: "05-four-bits",
 }
 

@@ -30,6 +30,7 @@ from .bench import BenchForkServer, PassSpec, Workload, run_pass
 from .errors import UserError
 from .lock import writer_lock
 from .modelkit import ModelSpec
+from .poller import artefact_name, polling
 from .record import new_manifest
 from .redact import redact_argv, redact_record, redact_server_info, scrub_files, secret_values
 from .rig import RigProfile
@@ -70,6 +71,8 @@ class PointPlan:
     # Resolved just before the point runs (e.g. a rate relative to the rig's measured capacity).
     resolve: "callable | None" = None
     serve_args: list[str] = field(default_factory=list)  # the session's own `vllm serve` flags (after the rig's)
+    poll_metrics_s: float | None = None  # poll /metrics this often during measured passes (poller.polling)
+    workload: Workload | None = None  # this point's lengths when not the part's (warm-ups keep the part's)
 
 
 @dataclass
@@ -239,9 +242,10 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                             math.inf, warm_rps, WINDOW_MARGIN * point.min_window_s, spec.num_prompts,
                             point.max_prompts or spec.num_prompts))
                     side = p.side(server.url, model.model, pdir, p.label) if p.side else None
-                    with side or nullcontext():
+                    with side or nullcontext(), polling(server.url, pdir / artefact_name(p.label),
+                                 point.poll_metrics_s if p.kind == "measured" else None):
                         cmd, started, ended = run_pass(ctx.python, server.url, model.model, model.tokenizer,
-                                                       ctx.workload, spec, pdir / f"{p.label}.json",
+                                                       point.workload or ctx.workload, spec, pdir / f"{p.label}.json",
                                                        pdir / "bench.log", env=ctx.rig.env, fork_server=forks)
                     records.append({"label": p.label, "kind": p.kind, "spec": spec.to_dict(), "command": cmd,
                                     "runner": runner,
@@ -336,7 +340,7 @@ def _manifest_fields(point: PointPlan, ctx: SweepContext, model: ModelSpec, reco
         "point": point.name,
         "params": point.params,
         "max_num_seqs": point.max_num_seqs,
-        "workload": asdict(ctx.workload),
+        "workload": asdict(point.workload or ctx.workload),
         "model": asdict(model),
         "passes": records,
         "session": session,

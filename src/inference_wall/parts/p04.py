@@ -1,0 +1,577 @@
+"""Part 4, starving the KV cache: one server per KV pool size (set exactly with --num-gpu-blocks-override),
+each flooded with short requests (that never outgrow the pages they are admitted with, on the hybrid model)
+and long ones (that grow across page boundaries while they run), /metrics polled throughout.
+
+The arithmetic (kvcache): a request of T tokens holds pages(T) = attention_groups x ceil(T / block) +
+state_groups pages. vLLM admits a waiting request when the pages for its prompt fit in the free pool (one
+page of which is the null block), so a flood runs at most
+
+    admitted = min(max_num_seqs, (pool - 1) // pages(prompt))
+
+requests at once. If that many can also grow to their full length, (admitted x pages(prompt + output) <=
+pool - 1), nothing is ever evicted: a small pool shows up as a queue. If not, running requests that need
+a new page find none and the scheduler preempts (recompute): the latest admitted request loses its pages
+and goes back to the queue.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+
+from ..bench import PassSpec, Workload
+from ..claims import fmt_num
+from ..errors import UserError
+from ..kvcache import NULL_BLOCKS, ModelLayout
+from ..store import load_points, pass_summary
+from ..sweep import PassPlan, PointPlan
+
+NAME = "04-kv-starvation"
+NOTEBOOK = "notebooks/04-kv-starvation.md"
+
+DEFAULTS = {
+    "max_num_seqs": 256,  # the series' cap: large pools are bounded by it, small ones by their pages
+    "input_len": 256,
+    "output_len": 128,  # the short workload (the series' 256 in / 128 out)
+    "long_output_len": 1024,  # the long workload: 256 in / 1,024 out
+    # The pools, in pages: sized so that this many short requests fit at once (admission limit), plus `pools`.
+    "pool_limits": [512, 256, 64, 16],
+    "pools": None,  # extra pools given in pages (e.g. the A10G's 586)
+    "max_model_len": 4096,  # per pool: the smaller of this, the model's own limit, and what the pool holds
+    "block_size": None,  # --block-size for every server (None: vLLM's choice; a dense model's default is 16)
+    "waves": 4,  # short prompts per pass = waves x the running batch the pool admits (clamped)
+    "long_waves": 2,  # the same for the long workload
+    "min_prompts": 32,
+    "max_prompts": 2048,
+    "seed": 0,
+    "small_preset": None,  # a dense model beside the hybrid one (its requests grow with every token)
+    "small_pool_limits": None,  # its pools (default: pool_limits)
+    "small_pools": None,  # extra pools for it, in pages
+    "poll_interval_s": 0.5,  # /metrics polled this often during every measured pass
+    # Fixed-rate passes of the short workload on every pool, beside the floods (None: floods only): requests a
+    # second, each pass about rate_window_s long.
+    "rates_rps": None,
+    "rate_window_s": 20.0,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Arithmetic
+# ---------------------------------------------------------------------------------------------
+
+def pages(layout: ModelLayout, tokens: int, block: int) -> int:
+    return layout.pages_per_request(tokens, block)
+
+
+def admitted(pool: int, cap: int, layout: ModelLayout, block: int, prompt: int) -> int:
+    """Requests a flood runs at once: the cap, or what the pool admits at their prompt's pages."""
+    return min(cap, (pool - NULL_BLOCKS) // pages(layout, prompt, block))
+
+
+def full_limit(pool: int, layout: ModelLayout, block: int, tokens: int) -> int:
+    """Requests that fit at once at their full length (prompt + output)."""
+    return (pool - NULL_BLOCKS) // pages(layout, tokens, block)
+
+
+def fits(pool: int, cap: int, layout: ModelLayout, block: int, prompt: int, output: int) -> bool:
+    """Whether every request the pool admits can grow to its full length without evicting another."""
+    return admitted(pool, cap, layout, block, prompt) * pages(layout, prompt + output, block) <= pool - NULL_BLOCKS
+
+
+def pool_for_limit(limit: int, layout: ModelLayout, block: int, tokens: int) -> int:
+    """The smallest pool (pages) that holds `limit` requests of `tokens` at once."""
+    return limit * pages(layout, tokens, block) + NULL_BLOCKS
+
+
+def longest_request(pool: int, layout: ModelLayout, block: int) -> int:
+    """The longest request (tokens) one pool can hold: vLLM refuses to start with a max_model_len above it
+    (0.32 counts the null block, 0.22 does not: the smaller of the two is safe on both)."""
+    per_attention = (pool - NULL_BLOCKS - layout.state_groups) // max(1, layout.attention_groups)
+    return max(0, per_attention * block)
+
+
+def block_size_for(preset: str, p: dict, data_dir=None) -> int:
+    """The attention page size the pools are counted in: the parameter, a dense model's default, or, for a
+    hybrid model (vLLM derives its page from the state size), what a start of it logged on any rig."""
+    from ..kvcache import DEFAULT_BLOCK_SIZE, _logged_block_size
+    from ..store import runs_dir
+
+    if p["block_size"]:
+        return int(p["block_size"])
+    layout = ModelLayout.from_preset(preset, data_dir)
+    if not layout.state_groups:
+        return DEFAULT_BLOCK_SIZE
+    block = _logged_block_size(runs_dir(data_dir), preset) or (_logged_block_size(runs_dir(None), preset)
+                                                                 if data_dir is not None else None)
+    if block is None:
+        raise UserError(f"the page size of {preset} (a hybrid model) is known only from a server start's log; "
+                        f"run part 1 or 3 on any rig first, or set block_size")
+    return block
+
+
+def model_max_len(preset: str, data_dir=None) -> int:
+    from ..modelkit import models_dir
+
+    config = json.loads((models_dir(data_dir) / preset / "config.json").read_text())
+    return int(config.get("text_config", config).get("max_position_embeddings", 1 << 30))
+
+
+def pool_max_model_len(pool: int, layout: ModelLayout, block: int, p: dict, model_limit: int, preset: str) -> int:
+    """The max_model_len a pool's server gets; an error naming the pool when it cannot hold a long request."""
+    need = p["input_len"] + max(p["output_len"], p["long_output_len"])
+    holds = longest_request(pool, layout, block)
+    length = min(int(p["max_model_len"]), model_limit, holds)
+    if length < need:
+        want = pages(layout, need, block) + NULL_BLOCKS
+        raise UserError(f"a pool of {pool} pages holds requests of at most {holds:,} tokens ({preset}, {block}-token "
+                        f"pages), but the long workload needs {need:,} (max_model_len >= {need:,}, which needs at "
+                        f"least {want} pages); drop that pool or shorten long_output_len")
+    return length
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan
+# ---------------------------------------------------------------------------------------------
+
+def point_name(pool: int, workload: str, small: bool = False) -> str:
+    return f"{'small-' if small else ''}pool-{pool:05d}-{workload}"
+
+
+def pools_for(p: dict, layout: ModelLayout, block: int, limits, extra) -> list[int]:
+    """Pool sizes in pages, largest first: one per admission limit for the short workload, plus extras."""
+    tokens = p["input_len"] + p["output_len"]
+    sizes = {pool_for_limit(int(n), layout, block, tokens) for n in (limits or [])} | {int(n) for n in (extra or [])}
+    if any(s <= NULL_BLOCKS for s in sizes):
+        raise UserError(f"pool sizes must exceed {NULL_BLOCKS} page: {sorted(sizes)}")
+    return sorted(sizes, reverse=True)
+
+
+def prompts(p: dict, running: int, waves: int) -> int:
+    return int(max(p["min_prompts"], min(p["max_prompts"], waves * running)))
+
+
+def plan(p: dict, profile, pools: dict | None = None, data_dir=None) -> list[PointPlan]:
+    for key in ("input_len", "output_len", "long_output_len", "max_num_seqs"):
+        if int(p[key]) < 1:
+            raise UserError(f"{key} must be at least 1, got {p[key]}")
+    plans = []
+    models = [(False, profile.model_preset, p["pool_limits"], p["pools"])]
+    if p["small_preset"]:
+        models.append((True, p["small_preset"], p["small_pool_limits"] or p["pool_limits"], p["small_pools"]))
+    cap = int(p["max_num_seqs"])
+    for small, preset, limits, extra in models:
+        layout = ModelLayout.from_preset(preset, data_dir)
+        block = block_size_for(preset, p, data_dir)
+        model_limit = model_max_len(preset, data_dir)
+        for pool in pools_for(p, layout, block, limits, extra):
+            length = pool_max_model_len(pool, layout, block, p, model_limit, preset)
+            args = ["--num-gpu-blocks-override", str(pool), "--max-model-len", str(length)]
+            if p["block_size"]:
+                args += ["--block-size", str(int(p["block_size"]))]
+            session = point_name(pool, "session", small)
+            for workload, out, waves in (("short", p["output_len"], p["waves"]), ("long", p["long_output_len"], p["long_waves"])):
+                running = admitted(pool, cap, layout, block, p["input_len"])
+                spec = PassSpec(num_prompts=prompts(p, running, waves), seed=p["seed"])
+                plans.append(PointPlan(
+                    name=point_name(pool, workload, small), session=session, max_num_seqs=cap,
+                    passes=[PassPlan("bench", "measured", spec)],
+                    params={"pool_pages": pool, "workload": workload, "model": "small" if small else "main",
+                            "block_size": block, "max_model_len": length, "input_len": p["input_len"],
+                            "output_len": out},
+                    preset=preset if small else None, serve_args=args, poll_metrics_s=p["poll_interval_s"],
+                    workload=Workload(p["input_len"], out)))
+            for rate in p["rates_rps"] or []:
+                n = int(max(p["min_prompts"], min(p["max_prompts"], math.ceil(float(rate) * p["rate_window_s"]))))
+                plans.append(PointPlan(
+                    name=point_name(pool, f"short-r{float(rate):g}", small), session=session, max_num_seqs=cap,
+                    passes=[PassPlan("bench", "measured", PassSpec(num_prompts=n, request_rate=float(rate),
+                                                                   seed=p["seed"] + 1))],
+                    params={"pool_pages": pool, "workload": "short", "model": "small" if small else "main",
+                            "block_size": block, "max_model_len": length, "input_len": p["input_len"],
+                            "output_len": p["output_len"], "offered_rate_rps": float(rate)},
+                    preset=preset if small else None, serve_args=args, poll_metrics_s=p["poll_interval_s"],
+                    workload=Workload(p["input_len"], p["output_len"])))
+    return plans
+
+
+# ---------------------------------------------------------------------------------------------
+# Replay: tables, per-rig views and claims
+# ---------------------------------------------------------------------------------------------
+
+def _polls(pt) -> pd.DataFrame:
+    from ..poller import artefact_name, poll_frame, read_poll_file
+    from ..store import open_artefact
+
+    try:
+        return poll_frame(read_poll_file(open_artefact(pt.path, artefact_name("bench"))))
+    except FileNotFoundError:
+        return pd.DataFrame()
+
+
+def _pool_from_log(pt, siblings: dict) -> int | None:
+    """The pool the point's server started with, from the log's override line (the session's first point)."""
+    sid = (pt.manifest.get("session") or {}).get("id")
+    for other in [pt, *siblings.get(sid, [])]:
+        rep = other.startup()
+        if rep is not None and rep.num_gpu_blocks_override:
+            return int(rep.num_gpu_blocks_override)
+    return None
+
+
+def _nanmax(*values) -> float:
+    finite = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    return max(finite) if finite else math.nan
+
+
+POINT_COLUMNS = ["rig", "model", "workload", "offered_rate_rps", "pool_pages", "max_num_seqs", "input_len", "output_len", "block_size",
+                 "pages_prompt", "pages_full", "admitted", "full_limit", "fits", "running_peak", "running_median",
+                 "waiting_max", "kv_usage_max_pct", "preemptions", "preempted_per_request", "num_prompts",
+                 "duration_s", "completed_rps", "output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms",
+                 "itl_p99_ms", "e2el_p50_ms", "e2el_p99_ms", "pool_logged", "point"]
+
+
+def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """One row per measured point: the pool arithmetic (predictions) beside what the pass measured."""
+    pts = load_points(NAME, data_dir, rigs)
+    by_session: dict = {}
+    for pt in pts:
+        by_session.setdefault((pt.manifest.get("session") or {}).get("id"), []).append(pt)
+    rows = []
+    for pt in pts:
+        prm = pt.params
+        preset = (pt.manifest.get("model") or {}).get("preset")
+        layout = ModelLayout.from_preset(preset, data_dir)
+        block, pool, cap = int(prm["block_size"]), int(prm["pool_pages"]), int(pt.manifest["max_num_seqs"])
+        wl = pt.manifest["workload"]
+        inp, out = int(wl["input_len"]), int(wl["output_len"])
+        s = pass_summary(pt)
+        polls = _polls(pt)
+        stats = pt.stats_during()
+        pre = (polls["preemptions_total"].iloc[-1] - polls["preemptions_total"].iloc[0]) if len(polls) else s["preemptions"]
+        busy = polls[polls["running"] > 0] if len(polls) else polls
+        rows.append({
+            "rig": pt.rig, "model": prm.get("model", "main"), "workload": prm["workload"],
+            "offered_rate_rps": float(prm.get("offered_rate_rps", math.inf)), "pool_pages": pool,
+            "max_num_seqs": cap, "input_len": inp, "output_len": out, "block_size": block,
+            "pages_prompt": pages(layout, inp, block), "pages_full": pages(layout, inp + out, block),
+            "admitted": admitted(pool, cap, layout, block, inp), "full_limit": full_limit(pool, layout, block, inp + out),
+            "fits": fits(pool, cap, layout, block, inp, out),
+            "running_peak": _nanmax(s["running_max"], polls["running"].max() if len(polls) else math.nan),
+            "running_median": float(busy["running"].median()) if len(busy) else (float(stats["running"].median()) if len(stats) else math.nan),
+            "waiting_max": _nanmax(polls["waiting"].max() if len(polls) else math.nan, s["waiting_max"]),
+            "kv_usage_max_pct": float(polls["kv_usage_pct"].max()) if len(polls) else s["kv_usage_max_pct"],
+            "preemptions": float(pre), "preempted_per_request": float(pre) / s["completed"] if s["completed"] else math.nan,
+            "num_prompts": s["num_prompts"], "duration_s": s["duration_s"], "completed_rps": s["completed_rps"],
+            "output_tok_s": s["output_tok_s"], "ttft_p50_ms": s["ttft_p50_ms"], "ttft_p99_ms": s["ttft_p99_ms"],
+            "itl_p50_ms": s["itl_p50_ms"], "itl_p99_ms": s["itl_p99_ms"], "e2el_p50_ms": s["e2el_p50_ms"],
+            "e2el_p99_ms": s["e2el_p99_ms"], "pool_logged": _pool_from_log(pt, by_session), "point": pt.name,
+        })
+    table = pd.DataFrame(rows, columns=POINT_COLUMNS)
+    return table.sort_values(["rig", "model", "workload", "offered_rate_rps", "pool_pages"],
+                             ascending=[True, True, False, False, False]).reset_index(drop=True)
+
+
+def timeline(data_dir=None, rigs: list[str] | None = None, max_rows: int = 4000) -> pd.DataFrame:
+    """/metrics samples of every flooded pass: seconds since the pass started, running, waiting, KV usage and
+    preemptions so far; thinned evenly per point when the whole frame would exceed `max_rows`."""
+    frames = []
+    pts = load_points(NAME, data_dir, rigs)
+    for pt in pts:
+        polls = _polls(pt) if "offered_rate_rps" not in pt.params else pd.DataFrame()
+        if not len(polls):
+            continue
+        rec = next(r for r in pt.passes("measured") if r["label"] == "bench")
+        f = polls.assign(t_s=polls["t"] - rec["started"],
+                         preempted=polls["preemptions_total"] - polls["preemptions_total"].iloc[0])
+        frames.append(f.assign(rig=pt.rig, model=pt.params.get("model", "main"), workload=pt.params["workload"],
+                               pool_pages=int(pt.params["pool_pages"]), point=pt.name))
+    if not frames:
+        return pd.DataFrame(columns=["rig", "model", "workload", "pool_pages", "point", "t_s", "running", "waiting",
+                                     "kv_usage_pct", "preempted"])
+    per_point = max(2, max_rows // len(frames))
+    out = []
+    for f in frames:
+        if len(f) > per_point:
+            f = f.iloc[[round(i * (len(f) - 1) / (per_point - 1)) for i in range(per_point)]]
+        out.append(f)
+    return pd.concat(out, ignore_index=True)[["rig", "model", "workload", "pool_pages", "point", "t_s", "running",
+                                              "waiting", "kv_usage_pct", "preempted"]]
+
+
+def reference_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """Each row's reference: the same rig, model, workload and offered rate on the largest pool that preempted
+    nothing."""
+    table = table if "offered_rate_rps" in table else table.assign(offered_rate_rps=math.inf)
+    keys = ["rig", "model", "workload", "offered_rate_rps"]
+    ref = {}
+    for key, g in table.groupby(keys):
+        calm = g[g["preemptions"] == 0]
+        if len(calm):
+            ref[key] = calm.sort_values("pool_pages").iloc[-1]
+    cols = {"ref_pool_pages": "pool_pages", "ref_itl_p99_ms": "itl_p99_ms", "ref_output_tok_s": "output_tok_s",
+            "ref_running_median": "running_median"}
+    out = table.copy()
+    for new, old in cols.items():
+        out[new] = [ref[k][old] if (k := (r.rig, r.model, r.workload, r.offered_rate_rps)) in ref else math.nan
+                    for r in table.itertuples()]
+    return out
+
+
+def floods(table: pd.DataFrame) -> pd.DataFrame:
+    """The flooded passes only (fixed-rate passes aside)."""
+    return table[table["offered_rate_rps"].apply(math.isinf)] if "offered_rate_rps" in table else table
+
+
+def rig_view(table: pd.DataFrame, rig: str) -> dict:
+    """Per rig: the points (with their references) and a few summary numbers for the prose."""
+    t = reference_rows(table[table["rig"] == rig])
+    view = {"rig": rig, "points": t}
+    if len(t):
+        view["pools"] = sorted(t["pool_pages"].unique().tolist(), reverse=True)
+        view["preemptions_total"] = float(t["preemptions"].sum())
+        short = floods(t)[(floods(t)["workload"] == "short") & (floods(t)["model"] == "main")]
+        if len(short) >= 2:
+            big, small = short.sort_values("pool_pages").iloc[-1], short.sort_values("pool_pages").iloc[0]
+            view.update(short_big_pool=big["pool_pages"], short_small_pool=small["pool_pages"],
+                        ttft_ratio_short=small["ttft_p50_ms"] / big["ttft_p50_ms"],
+                        tok_ratio_short=small["output_tok_s"] / big["output_tok_s"])
+    return view
+
+
+HOLDS, DIFFERS, NOT_MEASURED = "holds", "differs", "not measured on this rig"
+
+
+@dataclass(frozen=True)
+class PointClaim:
+    """A mechanism claim judged on every point it applies to: `predict` turns the point's own inputs (its pool,
+    its lengths, its cap; for the cost, the same rig's calm pool) into the range the measurement must fall in,
+    `measure` reads the measurement; either returns None where the claim does not apply to the point.
+
+    Part 4's predictions are exact counts (a running batch, zero preemptions), so the range is absolute, not a
+    ratio band."""
+
+    id: str
+    statement: str  # the mechanism with the point's numbers plugged in (a template over the point's row)
+    unit: str
+    predict: Callable[[dict], tuple[float, float] | None]
+    measure: Callable[[dict], float | None]
+    why: str = ""  # shown where it differs: what can make it differ
+
+    def evaluate(self, r: dict) -> dict | None:
+        """One row for a point, or None where the claim does not apply to it."""
+        expected = self.predict(r)
+        if expected is None:
+            return None
+        lo, hi = expected
+        value = self.measure(r)
+        missing = value is None or (isinstance(value, float) and math.isnan(value))
+        verdict = NOT_MEASURED if missing else (HOLDS if lo <= value <= hi else DIFFERS)
+        return {"claim": self.id, "rig": r.get("rig"), "statement": self.statement.format(**_format_safe(r)),
+                "expected": _range_text(lo, hi, self.unit), "measured": "" if missing else f"{fmt_num(value)} {self.unit}",
+                "value": math.nan if missing else float(value), "low": lo, "high": hi, "verdict": verdict,
+                "note": self.why if verdict == DIFFERS else ""}
+
+
+def _range_text(lo: float, hi: float, unit: str) -> str:
+    if lo == hi:
+        return f"{fmt_num(lo)} {unit}"
+    if hi == math.inf:
+        return f"at least {fmt_num(lo)} {unit}"
+    return f"{fmt_num(lo)} to {fmt_num(hi)} {unit}"
+
+
+def _format_safe(r: dict) -> dict:
+    return {k: (math.nan if v is None else v) for k, v in r.items()}
+
+
+def _flood(r: dict) -> bool:
+    return math.isinf(r.get("offered_rate_rps", math.inf))
+
+
+def _preempting(r: dict) -> bool:
+    return bool(r.get("preemptions")) and r.get("preemptions") > 0
+
+
+def _ratio_over_ref(key: str):
+    def measure(r: dict):
+        ref = r.get(f"ref_{key}")
+        if ref is None or not ref or (isinstance(ref, float) and math.isnan(ref)):
+            return None
+        return r[key] / ref
+    return measure
+
+
+def _cost_applies(r: dict):
+    ref = r.get("ref_pool_pages")
+    if not _preempting(r) or ref is None or (isinstance(ref, float) and math.isnan(ref)):
+        return None
+    return (1.0, math.inf)
+
+
+PEAK_SAMPLING = 0.9  # a sampled peak may fall this far under the batch the pool admits and still count
+
+
+CLAIMS = [
+    PointClaim("running-batch", "The running batch peaks at min(max_num_seqs, (pool - 1) // pages per prompt) = "
+               "min({max_num_seqs:.0f}, ({pool_pages:.0f} - 1) // {pages_prompt:.0f}) = {admitted:.0f}.", "reqs",
+               lambda r: (math.floor(PEAK_SAMPLING * r["admitted"]), r["admitted"]) if _flood(r) else None,
+               lambda r: r.get("running_peak"),
+               "the peak is sampled (a stats line each second, /metrics each poll): a batch that stays at its peak for "
+               "less than one sample is missed; a peak above the prediction would mean the page arithmetic is wrong"),
+    PointClaim("no-preemption-fit", "{admitted:.0f} admitted requests x {pages_full:.0f} pages at full length fit in "
+               "{pool_pages:.0f} - 1 pages: none is ever preempted.", "preemptions",
+               lambda r: (0.0, 0.0) if r.get("fits") else None, lambda r: r.get("preemptions"),
+               "requests took more pages than their lengths need (a different page layout or prefix-cache copies)"),
+    PointClaim("preemption-outgrow", "{admitted:.0f} admitted requests x {pages_full:.0f} pages at full length exceed "
+               "{pool_pages:.0f} - 1 pages: the server preempts.", "preemptions",
+               lambda r: (1.0, math.inf) if r.get("fits") is False else None, lambda r: r.get("preemptions"),
+               "the requests did not all grow at once (they were admitted or finished at different times), or the "
+               "scheduler reserved pages for the whole output up front"),
+    PointClaim("preemption-itl", "Preemption costs the stream: p99 ITL at {pool_pages:.0f} pages is above its value on "
+               "the rig's largest pool without preemptions ({ref_pool_pages:.0f} pages), although the batch is smaller.",
+               "x", _cost_applies, _ratio_over_ref("itl_p99_ms"),
+               "a smaller batch shortens every step; where that outweighs the victims' wait for recompute, the tail "
+               "does not grow"),
+]
+
+
+def evaluate_claims(views: dict[str, dict]) -> pd.DataFrame:
+    """One row per (claim, rig, point) the claim applies to."""
+    rows = []
+    for view in views.values():
+        for r in view["points"].to_dict("records"):
+            for c in CLAIMS:
+                row = c.evaluate({**r, "rig": view["rig"]})
+                if row is not None:
+                    rows.append({**row, "point": r["point"], "model": r["model"], "workload": r["workload"],
+                                 "pool_pages": r["pool_pages"]})
+    cols = ["claim", "rig", "model", "workload", "pool_pages", "statement", "expected", "measured", "verdict", "note",
+            "value", "low", "high", "point"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def claim_summary(claims: pd.DataFrame, rigs: list[str]) -> pd.DataFrame:
+    """Per claim and rig: on how many points it holds, of those it applies to."""
+    rows = []
+    for cid in [c.id for c in CLAIMS]:
+        row = {"claim": cid}
+        for rig in rigs:
+            g = claims[(claims["claim"] == cid) & (claims["rig"] == rig)]
+            judged = g[g["verdict"] != NOT_MEASURED]
+            row[rig] = (f"holds on {int((judged['verdict'] == HOLDS).sum())} of {len(judged)} points" if len(judged)
+                        else "not measured on this rig")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# The page: which rigs, the arithmetic for the prose, and sentences from each rig's data
+# ---------------------------------------------------------------------------------------------
+
+def page_rigs(data_dir=None, rigs: list[str] | None = None) -> list[str]:
+    """Measured rigs with part 4 data, except test rigs (`method_only`), unless `rigs` names them. The series
+    never published part 4, so no published rig."""
+    from ..rig import load_profile
+    from ..store import rigs_with_data
+
+    if rigs:
+        return list(rigs)
+    return [r for r in rigs_with_data(NAME, data_dir) if not load_profile(r, data_dir).method_only]
+
+
+def rigs_not_run(data_dir=None) -> list[str]:
+    """Rigs with data for another part (and not test rigs) that have not run this part yet."""
+    from ..rig import load_profile
+    from ..schema import PARTS
+    from ..store import rigs_with_data
+
+    here = set(rigs_with_data(NAME, data_dir))
+    other = {r for part in PARTS.values() if part != NAME for r in rigs_with_data(part, data_dir)}
+    return sorted(r for r in other - here if not load_profile(r, data_dir).method_only)
+
+
+def arithmetic(preset: str = "qwen3.5-4b", p: dict | None = None, data_dir=None, a10g_pool: int = 586) -> dict:
+    """The page arithmetic for a model preset, from its config and its logged page size (no measurement):
+    pages per request of each workload and what the A10G's pool (586 pages, kvcache's reading of the post's
+    log) admits."""
+    p = {**DEFAULTS, **(p or {})}
+    layout = ModelLayout.from_preset(preset, data_dir)
+    block = block_size_for(preset, p, data_dir)
+    inp, short, long_ = p["input_len"], p["output_len"], p["long_output_len"]
+    from ..kvcache import DEFAULT_BLOCK_SIZE, RECURRENT_LAYER_TYPES
+    from ..modelkit import models_dir
+
+    config = json.loads((models_dir(data_dir) / preset / "config.json").read_text())
+    types = config.get("text_config", config).get("layer_types") or []
+    return {"layers": len(types), "attention_layers": sum(t not in RECURRENT_LAYER_TYPES for t in types),
+            "dense_block": DEFAULT_BLOCK_SIZE, "poll_s": p["poll_interval_s"],
+            "block": block, "attention_groups": layout.attention_groups, "state_groups": layout.state_groups,
+            "input_len": inp, "short_out": short, "long_out": long_, "short_tokens": inp + short,
+            "long_tokens": inp + long_, "pages_prompt": pages(layout, inp, block),
+            "pages_short": pages(layout, inp + short, block), "pages_long": pages(layout, inp + long_, block),
+            "cap": p["max_num_seqs"], "a10g_pool": a10g_pool,
+            "a10g_short": full_limit(a10g_pool, layout, block, inp + short),
+            "a10g_long": full_limit(a10g_pool, layout, block, inp + long_),
+            "a10g_admitted": admitted(a10g_pool, p["max_num_seqs"], layout, block, inp)}
+
+
+def closing_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per point: the predicted and measured running batch, and the preemptions (the closing note)."""
+    cols = {"rig": "rig", "model": "model", "workload": "workload", "pool_pages": "pool_pages",
+            "admitted": "predicted_running", "running_peak": "measured_running_peak",
+            "full_limit": "fit_at_full_length", "preemptions": "preemptions"}
+    return table[list(cols)].rename(columns=cols)
+
+
+def _n(x: float) -> str:
+    return fmt_num(float(x)) if float(x) != int(x) else f"{int(x):,}"
+
+
+def findings(view: dict) -> str:
+    """What one rig's points show, in sentences whose numbers come from its table."""
+    t = floods(view["points"])
+    if not len(t):
+        return f"{view['rig']}: no complete points."
+    out = []
+    for model, g in t.groupby("model", sort=True):
+        who = f"{view['rig']}" + (" (dense model)" if model == "small" else "")
+        short, long_ = g[g["workload"] == "short"], g[g["workload"] == "long"]
+        if len(short) >= 2:
+            big, small = short.sort_values("pool_pages").iloc[-1], short.sort_values("pool_pages").iloc[0]
+            out.append(
+                f"**{who}, short requests.** From {_n(big.pool_pages)} to {_n(small.pool_pages)} pages the running batch "
+                f"peaks at {_n(big.running_peak)} and {_n(small.running_peak)} (predicted {_n(big.admitted)} and "
+                f"{_n(small.admitted)}), preemptions total {_n(short.preemptions.sum())}, median TTFT goes from "
+                f"{big.ttft_p50_ms / 1000:.2f} s to {small.ttft_p50_ms / 1000:.2f} s and output throughput from "
+                f"{big.output_tok_s:,.0f} to {small.output_tok_s:,.0f} tok/s.")
+        if len(long_):
+            pre = long_[long_["preemptions"] > 0]
+            calm = long_[long_["preemptions"] == 0]
+            text = f"**{who}, long requests.** "
+            if len(pre):
+                worst = pre.sort_values("pool_pages").iloc[0]
+                text += (f"{len(pre)} of {len(long_)} pools preempt (at {_n(worst.pool_pages)} pages: "
+                         f"{_n(worst.preemptions)} preemptions for {_n(worst.num_prompts)} requests, p99 ITL "
+                         f"{worst.itl_p99_ms:,.0f} ms")
+                if len(calm):
+                    ref = calm.sort_values("pool_pages").iloc[-1]
+                    text += f" against {ref.itl_p99_ms:,.0f} ms at {_n(ref.pool_pages)} pages, where none was preempted"
+                text += ")."
+            else:
+                text += f"no pool preempted ({len(long_)} pools)."
+            out.append(text)
+    return "\n\n".join(out)
+
+
+def published_running(data_dir=None) -> dict:
+    """The running batches the series reported (data/reference): part 1's flood, part 3's cap 256."""
+    from ..reference import load_reference
+
+    def fact(part: int, key: str) -> float:
+        f = load_reference(part, data_dir)["facts"]
+        return float(f.loc[f["key"] == key, "value"].iloc[0])
+
+    return {"part1_flood": fact(1, "running_batch_flood"), "part3_cap256": fact(3, "running_batch_plateau")}

