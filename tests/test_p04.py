@@ -234,3 +234,13 @@ def test_a_reduced_plan_runs_and_shows_admission_and_preemption(tmp_path):
     assert short["running_peak"] == short["admitted"] == 4
     assert short["preemptions"] == 0 and long_["preemptions"] > 0
     assert short["waiting_max"] > 0  # a flood bigger than the pool queues
+
+
+def test_looking_back_finds_the_runs_whose_pool_set_the_batch():
+    t = p04.earlier_runs()
+    pub = t[t["rig"] == "a10g-published"].iloc[0]
+    assert pub["admitted"] == 146 and pub["kv_limited"] and pub["pool_pages"] == 586
+    emulated = t[(t["rig"] == "h200-a10g-kv") & (t["max_num_seqs"] == 256)]
+    if len(emulated):  # the H200 given the A10G's pool stopped where the pool does
+        assert emulated.iloc[0]["kv_limited"] and emulated.iloc[0]["running_max"] == emulated.iloc[0]["admitted"]
+    assert not t[(t["rig"] == "h200") & (t["max_num_seqs"] <= 256)]["kv_limited"].any()

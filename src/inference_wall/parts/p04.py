@@ -575,3 +575,36 @@ def published_running(data_dir=None) -> dict:
         return float(f.loc[f["key"] == key, "value"].iloc[0])
 
     return {"part1_flood": fact(1, "running_batch_flood"), "part3_cap256": fact(3, "running_batch_plateau")}
+
+
+def earlier_runs(data_dir=None) -> pd.DataFrame:
+    """Part 3's floods on every measured rig (test rigs aside) and the published A10G: the cap, the pool the
+    server started with (kvcache, from its log), the batch that pool admits at the series' lengths, and the
+    running batch measured (published: reported). Where the admitted batch is below the cap, the pool set it."""
+    from ..kvcache import pool_of_point
+    from ..reference import load_reference
+    from ..rig import load_profile
+    from ..schema import PUBLISHED_RIG
+    from ..store import load_points
+
+    rows = []
+    a = arithmetic("qwen3.5-4b", data_dir=data_dir)
+    facts = load_reference(3, data_dir)["facts"]
+    reported = float(facts.loc[facts["key"] == "running_batch_plateau", "value"].iloc[0])
+    rows.append({"rig": PUBLISHED_RIG, "max_num_seqs": a["cap"], "pool_pages": a["a10g_pool"],
+                 "admitted": a["a10g_admitted"], "running_max": reported})
+    for pt in load_points("03-batching-cliff", data_dir):
+        if pt.params.get("model", "main") != "main" or load_profile(pt.rig, data_dir).method_only:
+            continue
+        pool = pool_of_point(pt, data_dir)
+        if pool is None:
+            continue
+        wl = pt.manifest.get("workload") or {}
+        cap = int(pt.manifest["max_num_seqs"])
+        summary = pass_summary(pt)
+        rows.append({"rig": pt.rig, "max_num_seqs": cap, "pool_pages": pool.num_blocks,
+                     "admitted": min(cap, pool.admission_limit(int(wl.get("input_len", 256)) + int(wl.get("output_len", 128)))),
+                     "running_max": summary["running_max"]})
+    table = pd.DataFrame(rows, columns=["rig", "max_num_seqs", "pool_pages", "admitted", "running_max"])
+    table["kv_limited"] = table["admitted"] < table["max_num_seqs"]
+    return table.sort_values(["rig", "max_num_seqs"]).reset_index(drop=True)
