@@ -219,7 +219,7 @@ VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
 
 
 @pytest.mark.vllm
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(420)
 def test_a_reduced_plan_serves_the_4bit_preset_on_the_cpu_build(tmp_path):
     """One server on the CPU build: the GPTQ preset with dummy weights, a single stream, decode at two batches and
     a flood; the log names the 4-bit kernel, the manifest the preset, and the view has a step fit."""
@@ -235,7 +235,7 @@ def test_a_reduced_plan_serves_the_4bit_preset_on_the_cpu_build(tmp_path):
     cmd = [sys.executable, "-m", "inference_wall", "sweep", "--part", "5", "--rig", "cpu-tiny", "--data-dir", str(data),
            "--python", str(VLLM_PY), "--no-progress", *[x for s in sets for x in ("--set", s)]]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=200)
+    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=360)  # ~70 s alone; more on shared cores
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     rig_dir = store.rig_dir(5, "cpu-tiny", data)
     names = sorted(p.name for p in rig_dir.iterdir() if p.is_dir())

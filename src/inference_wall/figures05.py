@@ -6,6 +6,7 @@ import pandas as pd
 
 from . import figures
 
+LABELS = alt.Axis(labelLimit=320)  # variant names are long: keep them whole
 # A colour per weight format, the same in every figure of the part.
 FORMAT_COLOURS = {"fp16": "#4c78a8", "fp8": "#f58518", "int4": "#54a24b"}
 DEFAULT_PRICE_PER_GPU_HOUR = 2.50  # USD; a round placeholder the reader replaces with their own price
@@ -18,9 +19,11 @@ def format_color(title: str = "Format") -> alt.Color:
 
 def _bars(df: pd.DataFrame, field: str, title: str, number: str = ",.2f") -> alt.FacetChart:
     return alt.Chart(df).mark_bar().encode(
-        y=alt.Y("variant:N", title=None, sort=None), x=alt.X(f"{field}:Q", title=title), color=format_color(),
+        y=alt.Y("variant:N", title=None, sort=None, axis=LABELS), x=alt.X(f"{field}:Q", title=title),
+        color=format_color(),
         tooltip=[alt.Tooltip("rig:N"), alt.Tooltip("variant:N"), alt.Tooltip(f"{field}:Q", title=title, format=number)],
-    ).properties(width=260, height=alt.Step(22)).facet(row=alt.Row("rig:N", title=None))
+    ).properties(width=220, height=alt.Step(22)).facet(row=alt.Row("rig:N", title=None)).resolve_scale(
+        x="independent", y="independent")
 
 
 def itl_and_ceiling(summary: pd.DataFrame) -> alt.HConcatChart:
@@ -50,7 +53,7 @@ def costs_vs_bytes(long: pd.DataFrame) -> alt.FacetChart:
         y="value:Q", detail="series:N")
     return alt.layer(floor, bars, points, data=long).facet(
         column=alt.Column("quantity:N", title=None, sort=["fixed cost (intercept)", "per-sequence cost (slope)"]),
-        row=alt.Row("rig:N", title=None)).resolve_scale(y="independent")
+        row=alt.Row("rig:N", title=None)).resolve_scale(x="independent", y="independent")
 
 
 def cap_sweep(rows: pd.DataFrame) -> alt.FacetChart:
@@ -70,10 +73,12 @@ def cost_per_million(costs: pd.DataFrame, default_price: float = DEFAULT_PRICE_P
     price = alt.param(name="price", value=default_price,
                       bind=alt.binding_range(min=0.25, max=12.0, step=0.25, name="Price per GPU-hour (USD) "))
     return alt.Chart(costs).mark_bar().encode(
-        y=alt.Y("variant:N", title=None, sort=None), x=alt.X("usd_per_million:Q", title="USD per million output tokens"),
+        y=alt.Y("variant:N", title=None, sort=None, axis=LABELS),
+        x=alt.X("usd_per_million:Q", title="USD per million output tokens"),
         color=format_color(),
         tooltip=[alt.Tooltip("rig:N"), alt.Tooltip("variant:N"),
                  alt.Tooltip("ceiling_tok_s:Q", title="ceiling tok/s", format=",.0f"),
                  alt.Tooltip("usd_per_million:Q", title="USD per million tokens", format=".3f")],
     ).transform_calculate(usd_per_million=f"{price.name} / (datum.ceiling_tok_s * 3600) * 1000000").add_params(
-        price).properties(width=360, height=alt.Step(22)).facet(row=alt.Row("rig:N", title=None))
+        price).properties(width=300, height=alt.Step(22)).facet(row=alt.Row("rig:N", title=None)).resolve_scale(
+        x="independent", y="independent")
