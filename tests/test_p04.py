@@ -161,6 +161,9 @@ CLAIM = {c.id: c for c in p04.CLAIMS}
     ("preemption-outgrow", _row(fits=False, preemptions=5.0), _row(fits=False, preemptions=0.0)),
     ("preemption-itl", _row(preemptions=5.0, itl_p99_ms=300.0, ref_itl_p99_ms=100.0, ref_pool_pages=33),
      _row(preemptions=5.0, itl_p99_ms=80.0, ref_itl_p99_ms=100.0, ref_pool_pages=33)),
+    ("throughput-batch", _row(pred_tok_ratio=0.8, tok_ratio=0.85, ref_pool_pages=33, running_median=2.0,
+                              ref_running_median=4.0),
+     _row(pred_tok_ratio=0.8, tok_ratio=0.5, ref_pool_pages=33, running_median=2.0, ref_running_median=4.0)),
 ])
 def test_claim_holds_and_fails(claim, holds, fails):
     assert CLAIM[claim].evaluate(holds)["verdict"] == p04.HOLDS
@@ -174,6 +177,17 @@ def test_claims_apply_only_where_their_mechanism_speaks():
     assert CLAIM["preemption-itl"].evaluate(_row(preemptions=2.0)) is None  # no calm pool on the rig
     assert CLAIM["running-batch"].evaluate(_row(running_peak=math.nan))["verdict"] == p04.NOT_MEASURED
     assert CLAIM["running-batch"].evaluate(_row(offered_rate_rps=2.0, running_peak=1.0)) is None  # not a flood
+    assert CLAIM["throughput-batch"].evaluate(_row(preemptions=3.0, pred_tok_ratio=0.8, tok_ratio=0.8,
+                                                   ref_pool_pages=33)) is None  # preempted: not the batch alone
+
+
+def test_the_throughput_prediction_is_the_step_fits_decode_rate_ratio():
+    t = pd.DataFrame([_row(pool_pages=33, running_median=8.0, output_tok_s=100.0),
+                      _row(pool_pages=9, running_median=2.0, output_tok_s=40.0)])
+    v = p04.rig_view(t, "r", fit=(10.0, 1.0))  # step = 10 + 1 x batch ms
+    small = v["points"].set_index("pool_pages").loc[9]
+    assert small["pred_tok_ratio"] == pytest.approx((2 / 12) / (8 / 18)) and small["tok_ratio"] == pytest.approx(0.4)
+    assert "pred_tok_ratio" not in p04.rig_view(t, "r")["points"]  # no fit on the rig: no prediction
 
 
 def test_the_cost_claim_compares_with_the_largest_calm_pool_of_the_same_workload():

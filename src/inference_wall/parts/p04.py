@@ -325,10 +325,34 @@ def floods(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["offered_rate_rps"].apply(math.isinf)] if "offered_rate_rps" in table else table
 
 
-def rig_view(table: pd.DataFrame, rig: str) -> dict:
-    """Per rig: the points (with their references) and a few summary numbers for the prose."""
+def step_fit(rig: str, data_dir=None) -> tuple[float, float] | None:
+    """Part 1's decode step fit on the rig, step = a + b x batch (ms), or None where the rig has none."""
+    from . import p01
+
+    try:
+        v = p01.rig_view(rig, data_dir)
+        a, b = float(v["fit_intercept_ms"]), float(v["fit_slope_ms"])
+    except (KeyError, TypeError, ValueError, FileNotFoundError):
+        return None
+    return (a, b) if math.isfinite(a) and math.isfinite(b) and a > 0 and b >= 0 else None
+
+
+def decode_rate(batch: float, fit: tuple[float, float]) -> float:
+    """Tokens a second at a running batch, from the step fit: batch / (a + b x batch)."""
+    a, b = fit
+    return 1000.0 * batch / (a + b * batch)
+
+
+def rig_view(table: pd.DataFrame, rig: str, fit: tuple[float, float] | None = None) -> dict:
+    """Per rig: the points (with their references and, given part 1's step fit, the throughput their running
+    batch predicts relative to the reference pool) and a few summary numbers for the prose."""
     t = reference_rows(table[table["rig"] == rig])
-    view = {"rig": rig, "points": t}
+    if fit is not None and len(t):
+        t["pred_tok_ratio"] = [decode_rate(r.running_median, fit) / decode_rate(r.ref_running_median, fit)
+                               if r.running_median > 0 and r.ref_running_median > 0 else math.nan
+                               for r in t.itertuples()]
+        t["tok_ratio"] = t["output_tok_s"] / t["ref_output_tok_s"]
+    view = {"rig": rig, "points": t, "fit": fit}
     if len(t):
         view["pools"] = sorted(t["pool_pages"].unique().tolist(), reverse=True)
         view["preemptions_total"] = float(t["preemptions"].sum())
@@ -412,6 +436,15 @@ def _cost_applies(r: dict):
 
 
 PEAK_SAMPLING = 0.9  # a sampled peak may fall this far under the batch the pool admits and still count
+THROUGHPUT_TOLERANCE = 0.15  # the throughput ratio's band around its prediction (run-to-run spread, prefill share)
+
+
+def _throughput_applies(r: dict):
+    pred = r.get("pred_tok_ratio")
+    if (_preempting(r) or pred is None or (isinstance(pred, float) and math.isnan(pred))
+            or r.get("ref_pool_pages") == r.get("pool_pages")):
+        return None
+    return (pred * (1 - THROUGHPUT_TOLERANCE), pred * (1 + THROUGHPUT_TOLERANCE))
 
 
 CLAIMS = [
@@ -435,6 +468,12 @@ CLAIMS = [
                "x", _cost_applies, _ratio_over_ref("itl_p99_ms"),
                "a smaller batch shortens every step; where that outweighs the victims' wait for recompute, the tail "
                "does not grow"),
+    PointClaim("throughput-batch", "Without preemptions a smaller pool costs only its smaller batch: throughput here over "
+               "throughput at {ref_pool_pages:.0f} pages = decode rate at a batch of {running_median:.0f} over that at "
+               "{ref_running_median:.0f}, from part 1's step fit on this rig ({pred_tok_ratio:.2f}).", "x",
+               _throughput_applies, lambda r: r.get("tok_ratio"),
+               "prefill takes a different share of the steps at a different batch, or the runs' speed drifted between "
+               "server starts (run-to-run spread)"),
 ]
 
 
