@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -211,14 +212,19 @@ def _polls(pt) -> pd.DataFrame:
         return pd.DataFrame()
 
 
-def _pool_from_log(pt, siblings: dict) -> int | None:
-    """The pool the point's server started with, from the log's override line (the session's first point)."""
+_LOGGED_BLOCK = re.compile(r"Setting (?:kv cache|attention) block size to (\d+)")
+
+
+def _session_start(pt, siblings: dict) -> tuple[int | None, int | None]:
+    """(pool, block size) the point's server logged at its start (the session's first point): the override line,
+    and the page size where vLLM changed it (a backend's preferred size, a hybrid model's aligned page)."""
     sid = (pt.manifest.get("session") or {}).get("id")
     for other in [pt, *siblings.get(sid, [])]:
         rep = other.startup()
         if rep is not None and rep.num_gpu_blocks_override:
-            return int(rep.num_gpu_blocks_override)
-    return None
+            m = _LOGGED_BLOCK.findall(other.server_log())
+            return int(rep.num_gpu_blocks_override), (int(m[-1]) if m else None)
+    return None, None
 
 
 def _nanmax(*values) -> float:
@@ -244,7 +250,10 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
         prm = pt.params
         preset = (pt.manifest.get("model") or {}).get("preset")
         layout = ModelLayout.from_preset(preset, data_dir)
-        block, pool, cap = int(prm["block_size"]), int(prm["pool_pages"]), int(pt.manifest["max_num_seqs"])
+        pool_logged, block_logged = _session_start(pt, by_session)
+        # the page vLLM logged, where it chose one (the plan's is what it expected)
+        block = block_logged or int(prm["block_size"])
+        pool, cap = int(prm["pool_pages"]), int(pt.manifest["max_num_seqs"])
         wl = pt.manifest["workload"]
         inp, out = int(wl["input_len"]), int(wl["output_len"])
         s = pass_summary(pt)
@@ -267,7 +276,7 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
             "num_prompts": s["num_prompts"], "duration_s": s["duration_s"], "completed_rps": s["completed_rps"],
             "output_tok_s": s["output_tok_s"], "ttft_p50_ms": s["ttft_p50_ms"], "ttft_p99_ms": s["ttft_p99_ms"],
             "itl_p50_ms": s["itl_p50_ms"], "itl_p99_ms": s["itl_p99_ms"], "e2el_p50_ms": s["e2el_p50_ms"],
-            "e2el_p99_ms": s["e2el_p99_ms"], "pool_logged": _pool_from_log(pt, by_session), "point": pt.name,
+            "e2el_p99_ms": s["e2el_p99_ms"], "pool_logged": pool_logged, "point": pt.name,
         })
     table = pd.DataFrame(rows, columns=POINT_COLUMNS)
     return table.sort_values(["rig", "model", "workload", "offered_rate_rps", "pool_pages"],
