@@ -263,3 +263,37 @@ def test_a_prediction_whose_range_reaches_zero_is_inconclusive_not_an_error():
     assert view["variants"]["ref"]["intercept"].low < 0
     row = evaluate([c for c in p05.CLAIMS if c.id == "fixed-bytes-fp16"], {"syn": view}).iloc[0]
     assert row["verdict"] == INCONCLUSIVE
+
+
+def pool_view(kv16, w16, kv4, w4):
+    tables = synthetic_tables({"ref": (4.0, 0.05), "fp16": (8.0, 0.1), "int4": (3.0, 0.1)})
+    tables["starts"] = pd.DataFrame([
+        {"rig": "syn", "format": "fp16", "max_num_seqs": 256, "weights_gib": w16, "kv_cache_gib": kv16, "kernels": "",
+         "admission_limit": 100, "kv_pool_pages": 100},
+        {"rig": "syn", "format": "int4", "max_num_seqs": 256, "weights_gib": w4, "kv_cache_gib": kv4, "kernels": "",
+         "admission_limit": 200, "kv_pool_pages": 200}])
+    return p05.rig_view("syn", tables, params())
+
+
+def test_the_pool_claim_holds_when_freed_weights_go_to_the_kv_cache_and_fails_when_they_do_not():
+    claim = [c for c in p05.CLAIMS if c.id == "pool-int4"]
+    held = evaluate(claim, {"syn": pool_view(100.0, 17.0, 110.5, 6.5)}).iloc[0]
+    assert held["verdict"] == HOLDS, held["how"]
+    fixed = evaluate(claim, {"syn": pool_view(100.0, 17.0, 100.0, 6.5)}).iloc[0]  # a pool fixed in bytes
+    assert fixed["verdict"] == DIFFERS
+
+
+def test_a_log_without_weights_or_kv_figures_leaves_the_pool_claim_unmeasured():
+    view = pool_view(None, None, 100.0, None)  # the CPU build logs no weight memory
+    row = evaluate([c for c in p05.CLAIMS if c.id == "pool-int4"], {"syn": view}).iloc[0]
+    assert row["verdict"] == "not measured on this rig"
+
+
+def test_step_vs_batch_rows_carry_the_fit():
+    from inference_wall import figures05
+
+    views = {"syn": p05.rig_view("syn", synthetic_tables({"ref": (4.0, 0.05), "int4": (3.0, 0.1)}), params())}
+    rows = p05.decode_rows(views)
+    int4 = rows[rows["format"] == "int4"].set_index("batch")
+    assert np.isclose(int4.loc[256.0, "fit_ms"], 3.0 + 0.1 * 256, rtol=0.01)
+    assert figures05.step_vs_batch(rows).to_dict()["facet"]["column"]["field"] == "rig"

@@ -56,6 +56,20 @@ def costs_vs_bytes(long: pd.DataFrame) -> alt.FacetChart:
         row=alt.Row("rig:N", title=None)).resolve_scale(x="independent", y="independent")
 
 
+def step_vs_batch(rows: pd.DataFrame) -> alt.FacetChart:
+    """Decode step time against the running batch per variant: measured (points) and the straight-line fit
+    (dashed). A format whose points bend up away from its line at large batches has become compute-bound there."""
+    tips = [alt.Tooltip("rig:N"), alt.Tooltip("variant:N"), alt.Tooltip("batch:Q"),
+            alt.Tooltip("step_ms:Q", title="step ms (measured)", format=".3g"),
+            alt.Tooltip("fit_ms:Q", title="step ms (fit)", format=".3g")]
+    base = alt.Chart().encode(x=alt.X("batch:Q", title="Running batch (fixed concurrency)"),
+                              color=alt.Color("variant:N", title="Variant"), tooltip=tips)
+    points = base.mark_point(filled=True).encode(y=alt.Y("step_ms:Q", title="Decode step (ms, ITL p50)"))
+    line = base.mark_line(strokeDash=[6, 4]).encode(y="fit_ms:Q")
+    return alt.layer(line, points, data=rows).facet(column=alt.Column("rig:N", title=None)).resolve_scale(
+        x="independent", y="independent")
+
+
 def cap_sweep(rows: pd.DataFrame) -> alt.FacetChart:
     """Flood output throughput against the max_num_seqs cap, one line per variant (part 3's sweep per format)."""
     tips = [alt.Tooltip("rig:N"), alt.Tooltip("variant:N"), alt.Tooltip("max_num_seqs:Q", title="cap"),

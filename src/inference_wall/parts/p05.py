@@ -236,6 +236,10 @@ def _variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidth: Inte
     return v
 
 
+def _known(x) -> bool:
+    return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
+
+
 def _bandwidth(*frames: pd.DataFrame) -> Interval | None:
     values = [x for f in frames if len(f) and "bandwidth_gb_s" in f for x in f["bandwidth_gb_s"]
               if x is not None and x == x]
@@ -273,6 +277,10 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
             top = main.iloc[-1]
             v.update(weights_gib=top["weights_gib"], kernels=top["kernels"], kv_cache_gib=top["kv_cache_gib"],
                      admission_limit=top["admission_limit"], kv_pool_pages=top["kv_pool_pages"])
+            if _known(top["weights_gib"]) and _known(top["kv_cache_gib"]):
+                # the log prints both to two decimals
+                v.update(weights_logged=Interval.printed(round(float(top["weights_gib"]), 2)),
+                         kv_logged=Interval.printed(round(float(top["kv_cache_gib"]), 2)))
         v["label"] = f"{v['preset']} {FORMAT_LABELS[fmt]}"
         view["variants"][fmt] = v
     if p is not None:
@@ -291,6 +299,7 @@ def variant_summary(views: dict[str, dict]) -> pd.DataFrame:
                 return x.value if isinstance(x, Interval) else x
             rows.append({"rig": rig, "variant": v.get("label"), "format": v["format"], "reference": key == REFERENCE,
                          "decode_gb": v.get("decode_gb"), "weights_gib": v.get("weights_gib"),
+                         "kv_cache_gib": v.get("kv_cache_gib"),
                          "floor_ms": val("floor_ms"), "single_itl_ms": val("single_itl_ms"),
                          "fixed_ms": val("intercept"), "per_seq_ms": val("slope"),
                          "ceiling_tok_s": val("ceiling_tok_s"), "top_cap": v.get("top_cap"),
@@ -323,6 +332,20 @@ def cost_points(views: dict[str, dict]) -> pd.DataFrame:
                                  "high": i.high})
     return pd.DataFrame(rows, columns=["rig", "variant", "format", "decode_gb", "reference", "quantity", "series",
                                        "value", "low", "high"])
+
+
+def decode_rows(views: dict[str, dict]) -> pd.DataFrame:
+    """Step time (median ITL at a fixed batch) per variant, measured and as its fit predicts (long form)."""
+    rows = []
+    for rig, view in views.items():
+        for v in view["variants"].values():
+            if "decode" not in v:
+                continue
+            for r in v["decode"].itertuples():
+                fit_ms = float(v["fit"].predict([r.batch])[0]) if "fit" in v else math.nan
+                rows.append({"rig": rig, "variant": v["label"], "format": v["format"], "batch": float(r.batch),
+                             "step_ms": float(r.step_ms), "fit_ms": fit_ms})
+    return pd.DataFrame(rows, columns=["rig", "variant", "format", "batch", "step_ms", "fit_ms"])
 
 
 def sweep_rows(views: dict[str, dict]) -> pd.DataFrame:
@@ -435,6 +458,20 @@ def _single_floor(fmt_key: str):
     return judge
 
 
+def _pool_grows(fmt: str):
+    """With the same memory fraction, the KV pool takes what the weights leave: a format's pool is the 16-bit
+    variant's pool plus the weight memory it frees (both read from each server's startup log)."""
+    def judge(v: dict) -> Judgement:
+        x, b = _pair(v, fmt, "fp16")
+        k0, w0, w1, k1 = need(b, "kv_logged"), need(b, "weights_logged"), need(x, "weights_logged"), need(x, "kv_logged")
+        pred = combine(lambda k, a, c: k + a - c, k0, w0, w1)
+        return Judgement(_positive(pred), k1, f"{num(k0.value)} GiB KV (16-bit) + {num(w0.value)} - {num(w1.value)} "
+                                              f"GiB of weights = {num(pred.value)} GiB")
+    return judge
+
+
+WHY_POOL = ("the profiling run that sizes the pool also measures the peak activation memory, which a quantized kernel's "
+            "workspace can change; a rig that fixes the pool in bytes (the CPU rig) gives every format the same pool")
 WHY_FIXED = ("a 4-bit step also unpacks and rescales every weight, and the step's non-weight work (kernel launches, "
              "sampling, the Gated DeltaNet's state) does not shrink with the weights; where the ratio is above the band "
              "the format saves less time than it saves bytes")
@@ -467,6 +504,12 @@ CLAIMS = [
     Claim("single-floor-int4", "One 4-bit stream runs near its weight-stream floor.",
           "4-bit floor predicts the single-stream ITL (at least the floor, within 20% of it to hold)", "ms",
           _single_floor("int4"), (1.0, 1.2), WHY_FIXED),
+    Claim("pool-int4", "Four-bit weights leave their freed memory to the KV cache.",
+          "16-bit KV pool + 16-bit weights - 4-bit weights (the logs) predicts the 4-bit KV pool", "GiB",
+          _pool_grows("int4"), (0.95, 1.05), WHY_POOL),
+    Claim("pool-fp8", "fp8 weights leave their freed memory to the KV cache.",
+          "16-bit KV pool + 16-bit weights - fp8 weights (the logs) predicts the fp8 KV pool", "GiB",
+          _pool_grows("fp8"), (0.95, 1.05), WHY_POOL),
     Claim("per-seq-model", "The series (part 3): the larger model's per-sequence cost tracks its weight bytes.",
           "reference slope x bytes ratio predicts the fp16 variant's slope", "ms/seq",
           _per_seq_model, BAND, WHY_MODEL),
