@@ -115,6 +115,10 @@ def test_verdict_rule():
     assert judge_ratio(I(10), Interval(10.5, 10.0, 12.0), band)[0] == INCONCLUSIVE  # the range spans an edge
     assert judge_ratio(Interval(10, 5, 20), I(10), band)[0] == INCONCLUSIVE  # uncertainty wider than the band
     assert judge_ratio(I(10), I(100), (3.0, math.inf))[0] == HOLDS
+    # a prediction whose range reaches zero (a fit on few noisy points) bounds the ratio from below only
+    assert judge_ratio(Interval(7.6, -45.0, 49.0), I(10), band)[0] == INCONCLUSIVE
+    assert judge_ratio(Interval(7.6, -45.0, 49.0), I(1000), band)[0] == DIFFERS  # even the largest prediction is far off
+    assert judge_ratio(Interval(-1.0, -2.0, -0.5), I(10), band)[0] == INCONCLUSIVE
     assert judge_contains(Interval(61, 60, 62), Interval(40, 16, 64)) == HOLDS
     assert judge_contains(Interval(61, 60, 62), Interval(200, 64, 256)) == DIFFERS
     assert judge_contains(Interval(60, 30, 100), Interval(160, 64, 256)) == INCONCLUSIVE

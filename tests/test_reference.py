@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from inference_wall.errors import UserError
-from inference_wall.reference import DEFAULT_DATA_DIR, load_reference, reference_fact
+from inference_wall.reference import TEXT_COLUMNS, DEFAULT_DATA_DIR, load_reference, reference_fact
 from inference_wall.schema import (
     FACT_COLUMNS,
     MNS_SWEEP_COLUMNS,
@@ -89,7 +89,7 @@ def test_other_tables_name_units_in_columns(part1, part3):
             if stem == "facts":
                 continue
             for column in df.columns:
-                if column in {"rig", "server_state", "max_num_seqs", "running_max"}:
+                if column in {"rig", "server_state", "max_num_seqs", "running_max"} | TEXT_COLUMNS:
                     continue
                 assert unit_suffix.search(column), f"{stem}.{column} has no unit suffix"
 

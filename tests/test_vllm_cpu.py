@@ -186,7 +186,7 @@ def test_part1_reproduce_runs_the_rate_sweep(tmp_path):
 def test_server_killed_mid_pass_marks_the_point_failed_and_a_rerun_completes_it(part3):
     data, _ = part3  # its complete points must survive everything below untouched
     rig_dir = store.rig_dir(3, "cpu-tiny", data)
-    kept = {p.name: (p / "manifest.json").read_bytes() for p in rig_dir.iterdir()}
+    kept = {p.name: (p / "manifest.json").read_bytes() for p in rig_dir.iterdir() if p.is_dir()}
     caps = sorted({int(n.split("-")[-1]) for n in kept} | {2})
 
     sweep = cli("sweep", "--part", "3", "--rig", "cpu-tiny", "--set", f"caps={caps}", "--no-progress", data_dir=data)

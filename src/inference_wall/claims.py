@@ -82,10 +82,12 @@ class Claim:
 
 def ratio_interval(predicted: Interval, measured: Interval) -> Interval:
     """measured / predicted, from the least to the largest ratio the two intervals allow (positive values)."""
-    if predicted.low <= 0:
-        raise ValueError(f"a prediction must be positive to take a ratio (got {predicted})")
-    value = measured.value / predicted.value
-    low, high = measured.low / predicted.high, measured.high / predicted.low
+    if predicted.high <= 0:  # nothing positive is predicted: every ratio is possible
+        return Interval(0.0, 0.0, math.inf)
+    low = measured.low / predicted.high
+    # a range that reaches zero or below (a wide fit on few points) bounds the ratio from below only
+    high = measured.high / predicted.low if predicted.low > 0 else math.inf
+    value = measured.value / predicted.value if predicted.value > 0 else low
     return Interval(value, min(low, value), max(high, value))
 
 

@@ -209,7 +209,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                    "server_started": server.started_at, "server_healthy": server.healthy_at,
                    "start_to_healthy_s": server.healthy_at - server.started_at}
         try:
-            server_info = server.get("/server_info")
+            server_info = server.get("/server_info", timeout=60)  # it collects the system's environment: slow on a busy host
         except Exception:  # noqa: BLE001 - only a dev-mode endpoint; absence is recorded, not fatal
             server_info = None
         log_offset = 0
