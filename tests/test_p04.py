@@ -135,6 +135,10 @@ def test_poll_frame_reads_gauges_and_counters_and_skips_failed_polls(tmp_path):
     assert frame["preemptions_total"].iloc[-1] - frame["preemptions_total"].iloc[0] == 3
     with pytest.raises(ValueError, match="poll line 1"):
         read_polls("not json\n{}\n")
+    import gzip
+
+    (tmp_path / "big.xz.gz").write_bytes(gzip.compress(path.read_bytes()))  # what compress_large makes of a big one
+    assert len(read_poll_file(tmp_path / "big.xz.gz")) == 4
     (tmp_path / "cut.xz").write_bytes(path.read_bytes()[:40])
     with pytest.raises(LogParseError, match="cut.xz"):
         read_poll_file(tmp_path / "cut.xz")

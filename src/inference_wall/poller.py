@@ -117,9 +117,15 @@ def artefact_name(label: str) -> str:
 def read_poll_file(path: Path) -> list[dict]:
     """The samples of a poll artefact (see read_polls); a truncated file names itself."""
     try:
-        with lzma.open(path, "rt") as f:
-            text = f.read()
-    except (EOFError, lzma.LZMAError) as e:
+        if str(path).endswith(".gz"):  # store.compress_large gzips any artefact over its limit, .xz included
+            import gzip
+
+            with gzip.open(path, "rb") as f:
+                text = lzma.decompress(f.read()).decode()
+        else:
+            with lzma.open(path, "rt") as f:
+                text = f.read()
+    except (EOFError, OSError, lzma.LZMAError) as e:
         from .errors import LogParseError
 
         raise LogParseError(Path(path), None, f"truncated or corrupt xz file ({e})") from None
