@@ -88,3 +88,13 @@ def test_given_caps_win_and_max_cap_bounds_the_list():
     pool = KVPool(7302, 528, ModelLayout.from_config(HYBRID), 7302, 7302, "t")
     assert p03.caps_for({**p03.DEFAULTS, "caps": [2, 8]}, pool) == [2, 8]
     assert p03.caps_for({**p03.DEFAULTS, "max_cap": 1024}, pool) == [1, 4, 16, 64, 256, 512, 1024]
+
+
+def test_a_dense_model_on_the_cpu_build_counts_in_its_128_token_pages():
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "fixtures" / "logs" / "cpu-vllm-0.32.0" / "server.log").read_text()
+    report = parse_startup(text)
+    pool = pool_from_report(report, ModelLayout.from_config(DENSE))
+    assert report.kv_cache_device == "CPU" and pool.block_size == 128
+    assert pool.num_blocks * 128 == pytest.approx(report.kv_cache_tokens, rel=0.01)

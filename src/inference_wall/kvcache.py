@@ -26,7 +26,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_BLOCK_SIZE = 16  # vLLM's default page for dense models on CUDA and CPU (0.18-0.32)
+DEFAULT_BLOCK_SIZE = 16  # vLLM's default page for dense models on CUDA (0.18-0.22)
+CPU_BLOCK_SIZE = 128  # the CPU build's default page when none is given (vLLM 0.32, platforms/cpu.py)
 NULL_BLOCKS = 1  # vLLM's BlockPool reserves one page as the null block
 RECURRENT_LAYER_TYPES = {"linear_attention", "mamba", "mamba2", "gated_delta_net"}
 
@@ -91,7 +92,8 @@ class KVPool:
 def pool_from_report(report, layout: ModelLayout) -> KVPool | None:
     """The pool a server started with, from its parsed startup log (logs.StartupReport); None if the log
     does not say."""
-    block = report.block_size or (DEFAULT_BLOCK_SIZE if not layout.state_groups else None)
+    dense_default = CPU_BLOCK_SIZE if report.kv_cache_device == "CPU" else DEFAULT_BLOCK_SIZE
+    block = report.block_size or (dense_default if not layout.state_groups else None)
     if block is None:
         return None
     if report.num_gpu_blocks_override:
