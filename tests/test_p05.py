@@ -297,3 +297,10 @@ def test_step_vs_batch_rows_carry_the_fit():
     int4 = rows[rows["format"] == "int4"].set_index("batch")
     assert np.isclose(int4.loc[256.0, "fit_ms"], 3.0 + 0.1 * 256, rtol=0.01)
     assert figures05.step_vs_batch(rows).to_dict()["facet"]["column"]["field"] == "rig"
+
+
+def test_a_flood_shorter_than_its_window_is_flagged():
+    pts = pd.DataFrame([{"rig": "r", "point": "fp16-mns-256", "kind": "flood", "duration_s": 4.0, "min_window_s": 10.0},
+                        {"rig": "r", "point": "int4-mns-256", "kind": "flood", "duration_s": 12.0, "min_window_s": 10.0},
+                        {"rig": "r", "point": "int4-single", "kind": "single", "duration_s": 1.0, "min_window_s": 10.0}])
+    assert list(p05.short_windows(pts)["point"]) == ["fp16-mns-256"]

@@ -142,6 +142,14 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols if not rows else None)
 
 
+def short_windows(points: pd.DataFrame) -> pd.DataFrame:
+    """Floods whose measured pass lasted less than the part's min_window_s: too short to call steady."""
+    if not len(points):
+        return points
+    f = points[points["kind"] == "flood"]
+    return f[f["duration_s"] < f["min_window_s"].fillna(0)]
+
+
 def startup_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     """One row per server start of part 5: weights the log reports, the linear kernels it chose, the KV pool
     and the admission limit it leaves for the part's requests."""
