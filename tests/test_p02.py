@@ -142,13 +142,14 @@ def test_plan_refuses_what_vllm_would():
 
 
 def _injections(freeze_off: float, freeze_on: float, solo: float = 1000.0, base: float = 10.0, budget: int = 2048,
-                length: int = 8192) -> pd.DataFrame:
+                length: int = 8192, step: float | None = None) -> pd.DataFrame:
+    """Three repeats off and at `budget`; the longest step carrying the prompt is the freeze unless `step` is given."""
     rows = []
     for b, fz in ((0, freeze_off), (budget, freeze_on)):
         for k, jitter in enumerate((0.98, 1.0, 1.02)):
             rows.append({"rig": "r", "budget": b, "prompt_len": length, "injection": k, "freeze_ms": fz * jitter,
                          "ttft_ms": solo * (1 if b == 0 else 1.3), "solo_ttft_ms": solo, "solo_ttft_min_ms": solo * 0.99,
-                         "solo_ttft_max_ms": solo * 1.01, "baseline_itl_ms": base})
+                         "solo_ttft_max_ms": solo * 1.01, "baseline_itl_ms": base, "max_step_ms": step or fz * jitter})
     return pd.DataFrame(rows)
 
 
@@ -164,13 +165,15 @@ def test_claims_hold_where_the_mechanism_does():
     v = _verdicts(_injections(1005, 255))
     assert v["freeze-is-prefill"] == HOLDS
     assert v["freeze-is-one-chunk"] == HOLDS
+    assert v["freeze-is-one-step"] == HOLDS
     assert v["shrink-ratio"] == HOLDS
     assert v["published-shrink"] == DIFFERS
 
 
 def test_claims_fail_where_the_mechanism_does_not():
     # the freeze is three prefills long off, and chunking does not shrink it at all
-    v = _verdicts(_injections(3000, 3000))
+    v = _verdicts(_injections(3000, 3000, step=500))  # and the streams waited far longer than any engine step
+    assert v["freeze-is-one-step"] == DIFFERS
     assert v["freeze-is-prefill"] == DIFFERS
     assert v["freeze-is-one-chunk"] == DIFFERS
     assert v["shrink-ratio"] == DIFFERS
@@ -193,8 +196,11 @@ def test_claims_not_measured_without_the_data():
 
 
 @pytest.mark.vllm
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 def test_reduced_plan_end_to_end(tmp_path):
+    """One server (chunking off), one freeze point and its traced point: the run path of the whole part."""
+    import json
+
     from inference_wall import parts
 
     vllm_py = ROOT / ".venv-vllm" / "bin" / "python"
@@ -203,15 +209,61 @@ def test_reduced_plan_end_to_end(tmp_path):
     data.mkdir()
     for name in ("models", "rigs", "reference"):
         (data / name).symlink_to(ROOT / "data" / name)
-    overrides = {"prompt_lens": [384], "budgets": [0], "injections": 1, "solo": 1, "first_after_s": 0.8, "output_len": 32,
-                 "tail_s": 0.5, "warmup_background_s": 1.0}
+    overrides = {"prompt_lens": [384], "budgets": [0], "injections": 1, "solo": 1, "first_after_s": 2.0, "output_len": 32,
+                 "background_rate_rps": 4.0, "tail_s": 0.5, "warmup_background_s": 1.0, "trace": True}
     report = parts.run(2, "cpu-tiny", data, python=str(vllm_py), overrides=overrides, progress=False,
                        measure_bandwidth=False)
-    assert report.done == ["off-p00384"], report
+    assert report.done == ["off-p00384", "off-trace"], report
     inj = p02.injection_table(data, ["cpu-tiny"])
+    assert len(inj) == 1  # the traced point is not a freeze measurement
     row = inj.iloc[0]
     assert row["streams"] >= 1 and row["freeze_ms"] > 0 and row["ttft_ms"] > 0 and row["solo_ttft_ms"] > 0
     assert row["prefill_steps"] == 1  # chunking off: the whole prompt in one step, found in the iteration log
-    args = " ".join(__import__("json").loads((data / "runs" / p02.NAME / "cpu-tiny" / "off-p00384" / "manifest.json")
-                                             .read_text())["session"]["server_command"])
+    point = data / "runs" / p02.NAME / "cpu-tiny" / "off-p00384"
+    args = " ".join(json.loads((point / "manifest.json").read_text())["session"]["server_command"])
     assert "--no-enable-chunked-prefill" in args and "--enable-logging-iteration-details" in args
+    summary = json.loads((point.parent / "off-trace" / "trace-summary.json").read_text())
+    assert summary["unsupported"] is None, summary["unsupported"]  # the CPU build has the torch profiler
+    traces = p02.trace_table(data, ["cpu-tiny"])
+    injection = traces[traces["window"] == "injection"]
+    assert len(injection) and injection["device"].eq("cpu").all() and injection["time_ms"].sum() > 0
+
+
+# --- the trace summary ------------------------------------------------------------------------------------
+
+
+def test_trace_summary_by_family_gpu_kernels_first():
+    from inference_wall.trace import family, summarise
+
+    events = [{"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "ts": 0, "dur": 600},
+              {"ph": "X", "cat": "kernel", "name": "flash_fwd_kernel", "ts": 600, "dur": 300},
+              {"ph": "X", "cat": "kernel", "name": "chunk_gated_delta_rule_fwd", "ts": 900, "dur": 100},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 5000}]  # ignored: kernels exist
+    s = summarise({"traceEvents": events})
+    assert s["device"] == "gpu" and s["events"] == 3
+    assert s["families_ms"] == {"matmul": 0.6, "attention": 0.3, "linear attention (GDN)": 0.1}
+    assert s["span_ms"] == 1.0
+    assert family("vllm::rms_norm_kernel") == "norm" and family("something_else") == "other"
+
+
+def test_trace_summary_on_cpu_counts_top_level_operators_once():
+    from inference_wall.trace import summarise
+
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "ts": 10, "dur": 80, "pid": 1, "tid": 1},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::silu", "ts": 100, "dur": 20, "pid": 1, "tid": 1}]
+    s = summarise({"traceEvents": events})
+    assert s["device"] == "cpu" and s["events"] == 2
+    assert s["families_ms"] == {"matmul": 0.1, "activation": 0.02}
+
+
+def test_trace_points_close_each_session_when_asked():
+    p = {**p02.DEFAULTS, "prompt_lens": [1024, 2048, 4096], "budgets": [0, 512], "max_num_seqs": 8, "trace": True}
+    plans = p02.plan(p, _profile())
+    names = [pl.name for pl in plans]
+    assert names.index("off-trace") == 3 and names[-1] == "b00512-trace"
+    trace = plans[3]
+    assert trace.session == "off" and trace.params["kind"] == "trace" and trace.params["prompt_len"] == 2048
+    cfg = trace.serve_args[trace.serve_args.index("--profiler-config") + 1]
+    assert '"profiler": "torch"' in cfg and str(p02.trace_dir("x", 0)) in cfg
+    assert "--profiler-config" not in p02.plan({**p, "trace": False}, _profile())[0].serve_args

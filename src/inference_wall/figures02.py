@@ -13,6 +13,13 @@ def _config_order(df: pd.DataFrame) -> list[str]:
     return list(df.sort_values("budget", key=lambda b: b.where(b > 0, 10**9))["config"].drop_duplicates())
 
 
+def _length_axis(df: pd.DataFrame) -> alt.X:
+    """Prompt length on a log-2 axis, ticked at the lengths measured."""
+    values = sorted(int(v) for v in df["prompt_len"].unique())
+    return alt.X("prompt_len:Q", title="long prompt (tokens)", scale=alt.Scale(type="log", base=2),
+                 axis=alt.Axis(values=values, format=",d"))
+
+
 def token_timeline(tokens: pd.DataFrame) -> alt.FacetChart:
     """Background tokens (one row of ticks per stream) around the injection, one panel per configuration; the
     long request's own tokens on the row marked 'long prompt'. Time 0 is when the long prompt was sent."""
@@ -34,7 +41,7 @@ def freeze_vs_length(freezes: pd.DataFrame) -> alt.FacetChart:
     per configuration, one panel per rig."""
     order = _config_order(freezes)
     base = alt.Chart(freezes)
-    enc = dict(x=alt.X("prompt_len:Q", title="long prompt (tokens)", scale=alt.Scale(type="log", base=2)),
+    enc = dict(x=_length_axis(freezes),
                color=alt.Color("config:N", title=CONFIG_TITLE, sort=order))
     tips = figures.tooltips(["config", "prompt_len", "freeze_ms", "freeze_min_ms", "freeze_max_ms", "repeats",
                              "ttft_ms", "predicted_low_ms", "predicted_high_ms"])
@@ -67,3 +74,24 @@ def step_timeline(steps: pd.DataFrame) -> alt.FacetChart:
         tooltip=figures.tooltips(["config", "step", "elapsed_ms", "ctx_tokens", "gen_tokens", "gen_reqs"]))
     return chart.facet(row=alt.Row("config:N", title=None, sort=_config_order(steps))).resolve_scale(
         x="independent", y="independent")
+
+
+def kernel_breakdown(traces: pd.DataFrame) -> alt.FacetChart:
+    """Share of the traced window's kernel time by family, one bar per configuration and window, one panel per rig."""
+    data = traces.assign(bar=traces["config"] + " · " + traces["window"])
+    chart = alt.Chart(data).mark_bar().encode(
+        y=alt.Y("bar:N", title=None),
+        x=alt.X("share_pct:Q", title="share of kernel time (%)", stack="zero"),
+        color=alt.Color("family:N", title="Kernel family"),
+        tooltip=figures.tooltips(["config", "window", "family", "time_ms", "share_pct", "busy_ms"]))
+    return chart.facet(row=alt.Row("rig:N", title=None))
+
+
+def floor_freeze(floor: pd.DataFrame) -> alt.Chart:
+    """The freeze the post's own A10G figures predict at the compute floor, per configuration."""
+    order = _config_order(floor)
+    return alt.Chart(floor).mark_line(point=True, strokeDash=[5, 3]).encode(
+        x=_length_axis(floor),
+        y=alt.Y("floor_freeze_ms:Q", title="freeze at the compute floor (ms)"),
+        color=alt.Color("config:N", title=CONFIG_TITLE, sort=order),
+        tooltip=figures.tooltips(["config", "prompt_len", "floor_freeze_ms"]))

@@ -146,16 +146,24 @@ class Injection:
             self.main_run_at = _wait_for_marker(self.bench_log, offset, self._stop)
             if self.main_run_at is None:
                 return
+            if self._stop.wait(self.spec.first_after_s / 2):
+                return
+            self._prelude()
             for k in range(self.spec.count):
                 due = self.main_run_at + self.spec.first_after_s + k * self.spec.spacing_s
                 if self._stop.wait(max(0.0, due - time.perf_counter())):
                     return
-                rec = stream_completion(self.url, self.model, self._prompt(k), self.spec.output_len,
-                                        self.spec.timeout_s)
+                rec = self._inject(k)
                 rec.update(index=k, due=due)
                 self.injections.append(rec)
         except BaseException as e:  # noqa: BLE001 - reported by __exit__
             self._error = e
+
+    def _prelude(self) -> None:
+        """Halfway to the first injection, with the background running (a subclass's hook)."""
+
+    def _inject(self, k: int) -> dict:
+        return stream_completion(self.url, self.model, self._prompt(k), self.spec.output_len, self.spec.timeout_s)
 
     def __exit__(self, exc_type, exc, tb) -> None:
         s = self.spec

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
+from pathlib import Path
 import numpy as np
 import pandas as pd
 
@@ -19,6 +21,7 @@ from ..analysis import Interval, combine
 from ..claims import Claim, Judgement, Missing, fmt_num, need
 from ..errors import UserError
 from ..inject import InjectSpec, injection
+from ..trace import traced_injection
 from ..modelkit import preset_dir, text_config
 from ..reference import load_reference
 from ..schema import PUBLISHED_RIG
@@ -48,6 +51,9 @@ DEFAULTS = {
     "solo": 2,  # long prompts alone before the measured background
     "warmup_background_s": 4.0,  # the mixed warm-up's background
     "seed": 0,
+    "trace": False,  # one more point per configuration, last in its session: the torch profiler around one long prompt
+    "trace_prompt_len": None,  # the traced prompt's length (default: the middle of prompt_lens)
+    "trace_decode_s": 0.3,  # the decode-only window traced before it
     "peak_dense_tflops": None,  # the rig's peak dense fp16/bf16 FLOP/s, for the prefill roofline (set per rig profile)
     "peak_source": None,  # where that peak comes from (shown with it)
 }
@@ -66,9 +72,20 @@ def max_model_len(p: dict) -> int:
     return max(p["prompt_lens"]) + p["long_output_len"] + p["max_num_seqs"]
 
 
-def session_args(p: dict, budget: int) -> list[str]:
+def trace_dir(rig: str, budget: int) -> Path:
+    """Where the profiler of one session writes its traces (absolute, as vLLM requires; outside the repo: the point
+    keeps a summary, and a raw trace only when small)."""
+    return Path(tempfile.gettempdir()) / "iw-trace" / rig / config_name(budget)
+
+
+def session_args(p: dict, budget: int, rig: str = "rig") -> list[str]:
     mml = max_model_len(p)
     args = ["--enable-logging-iteration-details", "--max-model-len", str(mml)]
+    if p["trace"]:
+        config = {"profiler": "torch", "torch_profiler_dir": str(trace_dir(rig, budget)),
+                  "torch_profiler_with_stack": False, "ignore_frontend": True,
+                  "torch_profiler_dump_cuda_time_total": False}
+        args += ["--profiler-config", json.dumps(config)]
     if budget == OFF:  # the whole prompt in one step: the budget must hold it (vLLM refuses less than max_model_len)
         return args + ["--no-enable-chunked-prefill", "--max-num-batched-tokens", str(mml)]
     args += ["--enable-chunked-prefill", "--max-num-batched-tokens", str(budget)]
@@ -118,10 +135,44 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
                                                        seed=next(seeds)), side=injection(measured)),
             ]
             plans.append(PointPlan(name=name, session=config_name(budget), max_num_seqs=p["max_num_seqs"],
-                                   passes=passes, serve_args=session_args(p, budget),
+                                   passes=passes, serve_args=session_args(p, budget, profile.name),
                                    params={"budget": budget, "chunked": budget != OFF, "prompt_len": length,
                                            "background_rate_rps": rate, "max_model_len": max_model_len(p)}))
+        if p["trace"]:
+            plans.append(trace_point(p, profile, budget, rate, low, high, seeds))
     return plans
+
+
+def trace_length(p: dict) -> int:
+    lens = sorted(p["prompt_lens"])
+    return int(p["trace_prompt_len"] or lens[len(lens) // 2])
+
+
+def trace_point(p: dict, profile, budget: int, rate: float, low: int, high: int, seeds) -> PointPlan:
+    """The profiler pass of one configuration: the same warm-up, then a background with one long prompt, traced."""
+    length = trace_length(p)
+    warm = InjectSpec(prompt_len=length, output_len=p["long_output_len"], count=1, first_after_s=1.0,
+                      seed=next(seeds), token_low=low, token_high=high)
+    traced = InjectSpec(prompt_len=length, output_len=p["long_output_len"], count=1, first_after_s=p["first_after_s"],
+                        seed=next(seeds), token_low=low, token_high=high)
+    window_s = p["first_after_s"] + p["spacing_s"] + p["tail_s"]
+    passes = [
+        PassPlan("warmup-mixed", "warmup", PassSpec(num_prompts=max(4, math.ceil(rate * p["warmup_background_s"])),
+                                                    request_rate=rate, seed=50_000 + next(seeds), detailed=False),
+                 side=injection(warm)),
+        PassPlan("bench", "measured", PassSpec(num_prompts=math.ceil(rate * window_s), request_rate=rate,
+                                               seed=next(seeds)),
+                 side=traced_injection(traced, trace_dir(profile.name, budget), p["trace_decode_s"])),
+    ]
+    return PointPlan(name=f"{config_name(budget)}-trace", session=config_name(budget), max_num_seqs=p["max_num_seqs"],
+                     passes=passes, serve_args=session_args(p, budget, profile.name),
+                     params={"kind": "trace", "budget": budget, "chunked": budget != OFF, "prompt_len": length,
+                             "background_rate_rps": rate, "max_model_len": max_model_len(p)})
+
+
+def measured_points(data_dir=None, rigs: list[str] | None = None) -> list:
+    """The freeze points (not the traced ones, whose profiler slows the steps it records)."""
+    return [pt for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") != "trace"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,7 +236,7 @@ INJECTION_COLUMNS = ["rig", "point", "budget", "prompt_len", "injection", "ttft_
 
 
 def injection_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
-    frames = [point_injections(pt) for pt in load_points(NAME, data_dir, rigs)]
+    frames = [point_injections(pt) for pt in measured_points(data_dir, rigs)]
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame(columns=INJECTION_COLUMNS)
@@ -220,7 +271,7 @@ def timeline_table(data_dir=None, rig: str | None = None, prompt_len: int | None
                    before: int = 8, after: int = 8) -> pd.DataFrame:
     """The engine's steps around one injection, per configuration (from the iteration log): for the step timeline."""
     frames = []
-    for pt in load_points(NAME, data_dir, [rig] if rig else None):
+    for pt in measured_points(data_dir, [rig] if rig else None):
         if prompt_len is not None and int(pt.params["prompt_len"]) != prompt_len:
             continue
         steps = _steps(pt)
@@ -246,7 +297,7 @@ def token_timeline(data_dir=None, rig: str | None = None, prompt_len: int | None
     at most `max_streams` streams per configuration, those decoding across the window first: with 128 tokens a
     stream, four configurations stay under the 5,000 rows a chart may draw unaggregated)."""
     rows = []
-    for pt in load_points(NAME, data_dir, [rig] if rig else None):
+    for pt in measured_points(data_dir, [rig] if rig else None):
         if prompt_len is not None and int(pt.params["prompt_len"]) != prompt_len:
             continue
         recs = _injections(pt)["injections"]
@@ -336,7 +387,8 @@ def rig_view(injections: pd.DataFrame, rig: str, claim_budget: int = A10G_BUDGET
         return {"freeze": Interval.spread(rows["freeze_ms"]), "ttft": Interval.spread(rows["ttft_ms"]),
                 "solo": Interval(float(rows["solo_ttft_ms"].median()), float(rows["solo_ttft_min_ms"].min()),
                                  float(rows["solo_ttft_max_ms"].max())),
-                "baseline_ms": float(rows["baseline_itl_ms"].median())}
+                "baseline_ms": float(rows["baseline_itl_ms"].median()),
+                "max_step": Interval.spread(rows["max_step_ms"])}
 
     view.update(prompt_len=longest, off=side(OFF))
     if budget is not None:
@@ -370,6 +422,15 @@ def _freeze_chunked(v: dict) -> Judgement:
     pred = predicted_freeze(c["solo"], n, b, c["baseline_ms"])
     how = (f"{_fmt(c['solo'].value)} ms x {b:,} / {n:,} tokens = {_fmt(c['solo'].value * b / n)} ms; + 0 to 1 decode "
            f"step of {_fmt(c['baseline_ms'])} ms = {_fmt(pred.low)} to {_fmt(pred.high)} ms")
+    return Judgement(pred, c["freeze"], how)
+
+
+def _chunk_step(v: dict) -> Judgement:
+    c, b = need(v, "chunked"), need(v, "budget")
+    step, base = c["max_step"], c["baseline_ms"]
+    pred = Interval(step.value + base / 2, step.low, step.high + base)
+    how = (f"longest step carrying the prompt at budget {b:,} (iteration log, over the repeats): {_fmt(step.value)} ms; "
+           f"+ 0 to 1 decode step of {_fmt(base)} ms = {_fmt(pred.low)} to {_fmt(pred.high)} ms")
     return Judgement(pred, c["freeze"], how)
 
 
@@ -419,6 +480,11 @@ CLAIMS = [
           "to 1 decode step", "ms", _freeze_chunked, (0.75, 1.33),
           "a chunk step costs more than its share of the solo prefill when a fixed cost per step dominates (small "
           "chunks, a small model) or when late chunks attend over a long prefix, less when the decodes ride free"),
+    Claim("freeze-is-one-step", "With chunked prefill the streams wait one chunk step at a time.",
+          "with chunking on, the freeze (client side) = the longest engine step that carried part of the prompt "
+          "(server side, vLLM's iteration log) + 0 to 1 decode step", "ms", _chunk_step, (0.8, 1.25),
+          "the iteration log times the model's execution; with asynchronous scheduling a step's wall time can exceed it, "
+          "and a stall outside the model (the scheduler, the HTTP stream) shows in the freeze and not in the log"),
     Claim("shrink-ratio", "Flipping one flag shrinks the freeze by a factor.",
           "freeze off / freeze chunked = the ratio of the two predictions above", "x", _shrink, (0.75, 1.33),
           "the ratio inherits both predictions' errors"),
@@ -453,21 +519,92 @@ def findings(freezes: pd.DataFrame, rig: str) -> str:
     parts_ = []
     for r in at.itertuples():
         parts_.append(f"{r.config}: {fmt_num(r.freeze_ms)} ms (range {fmt_num(r.freeze_min_ms)} to "
-                      f"{fmt_num(r.freeze_max_ms)} over {r.repeats} repeats; predicted {fmt_num(r.predicted_low_ms)} to "
+                      f"{fmt_num(r.freeze_max_ms)} over {r.repeats} repeat{'s' if r.repeats != 1 else ''}; predicted {fmt_num(r.predicted_low_ms)} to "
                       f"{fmt_num(r.predicted_high_ms)} ms), the long prompt's TTFT {fmt_num(r.ttft_ms)} ms")
     off = at[at["budget"] == OFF]
-    solo = f"; alone on the idle server its prefill took {fmt_num(off['solo_ttft_ms'].iloc[0])} ms" if len(off) else ""
+    solo = (f"; alone on the idle server its time to first token was {fmt_num(off['solo_ttft_ms'].iloc[0])} ms"
+            if len(off) else "")
     return (f"**{rig}**, the {longest:,}-token prompt{solo}. Freeze of the streams decoding beside it: "
             + "; ".join(parts_) + ".")
 
 
+def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """Kernel (or, on the CPU build, operator) time by family per traced window: one row per (rig, configuration,
+    window, family), with its share of the window's busy time."""
+    rows = []
+    for pt in load_points(NAME, data_dir, rigs):
+        if pt.params.get("kind") != "trace":
+            continue
+        summary = json.loads(read_artefact(pt.path, "trace-summary.json"))
+        budget = int(pt.params["budget"])
+        for w in summary.get("windows", []):
+            for sm in w.get("summaries", []):
+                for fam, ms in sm["families_ms"].items():
+                    rows.append({"rig": pt.rig, "config": config_label(budget), "budget": budget,
+                                 "prompt_len": int(pt.params["prompt_len"]), "window": w["window"],
+                                 "device": sm["device"], "family": fam, "time_ms": ms,
+                                 "share_pct": 100 * ms / sm["busy_ms"] if sm["busy_ms"] else math.nan,
+                                 "busy_ms": sm["busy_ms"], "span_ms": sm["span_ms"]})
+    return pd.DataFrame(rows, columns=["rig", "config", "budget", "prompt_len", "window", "device", "family", "time_ms",
+                                       "share_pct", "busy_ms", "span_ms"])
+
+
+def trace_unsupported(data_dir=None, rigs: list[str] | None = None) -> list[str]:
+    """'rig config: reason' for each traced point whose server recorded no trace."""
+    out = []
+    for pt in load_points(NAME, data_dir, rigs):
+        if pt.params.get("kind") == "trace":
+            reason = json.loads(read_artefact(pt.path, "trace-summary.json")).get("unsupported")
+            if reason:
+                out.append(f"{pt.rig} {config_label(int(pt.params['budget']))}: {reason}")
+    return out
+
+
 def trace_note(data_dir=None, rigs: list[str] | None = None) -> str:
-    """What the page can say about the profiler pass: it has not been run for any shown rig yet."""
-    traced = [pt for pt in load_points(NAME, data_dir, rigs) if (pt.path / "trace-summary.json").exists()]
-    if traced:
-        return f"Traces recorded for: {', '.join(sorted({pt.rig for pt in traced}))}."
-    return ("**No trace recorded yet.** The profiler pass is not part of the runs shown here: on the CPU test rig the "
-            "torch profiler would time CPU operators, not GPU kernels, and the H200 run that would record it is "
-            "still to come (`gpu/README.md`). What it will show: kernel time by family (matrix multiplies, attention, "
-            "the recurrent layers' kernels, everything else) for a decode-only step, a step with one prefill chunk, "
-            "and an unchunked long prefill.")
+    """What the page says about the profiler pass of the shown rigs."""
+    traced = sorted({pt.rig for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") == "trace"})
+    if not traced:
+        return ("**No trace recorded yet** for the rigs shown: the profiler pass (part parameter `trace`) is off by "
+                "default and the H200 run that will record it is still to come (`gpu/README.md`). What it shows: "
+                "kernel time by family (matrix multiplies, attention, the recurrent layers' kernels, the rest) in a "
+                "window of decode alone and in the window of one long prompt, per configuration.")
+    bad = trace_unsupported(data_dir, rigs)
+    return f"Traced: {', '.join(traced)}." + (" No trace from: " + "; ".join(bad) + "." if bad else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# What the post's own figures predict (the A10G, at the compute floor)
+# ---------------------------------------------------------------------------------------------
+
+
+def a10g_inputs(data_dir=None) -> dict:
+    """The series' A10G figures the floor prediction uses (part 1's facts): operations per token, the quoted peak,
+    and one decode step (a single stream's time per token)."""
+    f = load_reference(1, data_dir)["facts"]
+    facts = dict(zip(f["key"], f["value"]))
+    return {"gflop_per_token": facts["flops_per_token"], "peak_tflops": facts["a10g_fp16_peak"],
+            "decode_ms": facts["single_request_ms_per_token"]}
+
+
+def floor_freeze_ms(prompt_len: int, budget: int, a: dict) -> float:
+    """The freeze if a prefill ran at the GPU's peak: the largest step's prompt tokens (all of them without
+    chunking, at most a budget with it) x operations per token / peak, plus one decode step."""
+    tokens = prompt_len if budget == OFF else min(prompt_len, budget)
+    return 1000 * tokens * a["gflop_per_token"] * 1e9 / (a["peak_tflops"] * 1e12) + a["decode_ms"]
+
+
+def floor_table(data_dir=None, prompt_lens: list[int] | None = None, budgets: list[int] | None = None) -> pd.DataFrame:
+    """The A10G's freeze at the compute floor per configuration and prompt length, from the post's own figures."""
+    a = a10g_inputs(data_dir)
+    rows = [{"rig": PUBLISHED_RIG, "config": config_label(b), "budget": b, "prompt_len": n,
+             "floor_freeze_ms": floor_freeze_ms(n, b, a)}
+            for b in (budgets or DEFAULTS["budgets"]) for n in (prompt_lens or DEFAULTS["prompt_lens"])]
+    return pd.DataFrame(rows)
+
+
+def implied_prompt_len(shrink: float, a: dict, budget: int = A10G_BUDGET) -> float:
+    """The prompt length at which the floor model gives a `shrink`-fold smaller freeze at `budget` than without
+    chunking: solve floor(L) = shrink x floor(budget) (both with one decode step)."""
+    per_token_ms = 1000 * a["gflop_per_token"] * 1e9 / (a["peak_tflops"] * 1e12)
+    target = shrink * floor_freeze_ms(budget, budget, a)
+    return (target - a["decode_ms"]) / per_token_ms
