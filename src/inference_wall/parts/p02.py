@@ -33,6 +33,8 @@ NOTEBOOK = "notebooks/02-prefill-freeze.md"
 
 OFF = 0  # a budget of 0 in `budgets`: chunked prefill off
 A10G_BUDGET = 2048  # vLLM's default max_num_batched_tokens for a served model on a GPU under 70 GiB (the A10G)
+H200_BUDGET = 8192  # ... and at or above it (not an A100): vLLM 0.22.1, EngineArgs.get_batch_defaults
+BIG_GPU_GIB = 70
 
 DEFAULTS = {
     "input_len": 256,  # the background: the series' 256 in / 128 out
@@ -41,7 +43,7 @@ DEFAULTS = {
     "max_num_seqs": 256,
     "prompt_lens": [4096, 8192, 16384, 32768],  # the long prompts
     "long_output_len": 16,  # the long request's own output tokens
-    "budgets": [OFF, A10G_BUDGET, 8192, 512],  # max_num_batched_tokens per session, in run order (the claims need
+    "budgets": [OFF, A10G_BUDGET, H200_BUDGET, 512],  # max_num_batched_tokens per session, in run order (the claims need
     # off and 2,048 first); 0: chunked prefill off
     "long_prefill_token_threshold": None,  # optional: passed to the chunked sessions (--long-prefill-token-threshold)
     "injections": 3,  # long prompts per measured pass: the repeats
