@@ -21,7 +21,8 @@ import requests
 
 from .inject import InjectSpec, Injection
 
-KEEP_RAW_BYTES = 2 * 2**20  # a compressed raw trace is kept beside its summary only under this size
+KEEP_RAW_BYTES = 2**20  # a compressed raw trace is kept beside its summary only under this size (a call of
+# gpu/h200-run.sh brings back at most 16 MiB of runs)
 
 # Kernel (or CPU operator) families, first match wins; names are matched lower-case.
 FAMILIES = [
