@@ -267,3 +267,14 @@ def test_trace_points_close_each_session_when_asked():
     cfg = trace.serve_args[trace.serve_args.index("--profiler-config") + 1]
     assert '"profiler": "torch"' in cfg and str(p02.trace_dir("x", 0)) in cfg
     assert "--profiler-config" not in p02.plan({**p, "trace": False}, _profile())[0].serve_args
+
+
+def test_injection_without_the_bench_marker_fails_instead_of_hanging(tmp_path):
+    from inference_wall.inject import Injection
+
+    (tmp_path / "bench.log").write_text("the bench printed something else\n")
+    inj = Injection(InjectSpec(prompt_len=10, count=1), "http://127.0.0.1:9", "m", tmp_path, "bench")
+    with pytest.raises(UserError, match="never printed"):
+        with inj:
+            pass
+    assert (tmp_path / "bench-inject.json").exists() and inj.injections == []

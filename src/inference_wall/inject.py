@@ -170,6 +170,12 @@ class Injection:
         if exc_type is not None:
             self._stop.set()
         if self._thread is not None:
+            if exc_type is None and self.main_run_at is None:  # the pass ended: the marker is in the log or never comes
+                deadline = time.monotonic() + 5
+                while self.main_run_at is None and self._thread.is_alive() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                if self.main_run_at is None:
+                    self._stop.set()
             self._thread.join(timeout=None if exc_type is None else 5)
         self._stop.set()
         clock = {"perf_counter": time.perf_counter(), "time": time.time()}
