@@ -47,13 +47,20 @@ def _close(stated: float, derived: float, rel: float = ROUNDING) -> bool:
 # --- loading and schema -------------------------------------------------------------------------
 
 
-def test_every_part_folder_has_csvs():
+# Parts whose numbers the series published (parts 1 and 3 as posts, part 2 by part 1's closing teaser); parts
+# 4 and 5 have no published figure yet, so no reference folder: their pages judge rigs by mechanism alone.
+PUBLISHED_PARTS = sorted(n for n, folder in PARTS.items() if (REFERENCE_DIR / folder).is_dir())
+
+
+def test_every_reference_folder_has_csvs_and_the_posts_have_folders():
     assert ALL_CSVS, REFERENCE_DIR
-    for folder in PARTS.values():
-        assert list((REFERENCE_DIR / folder).glob("*.csv")), folder
+    assert {1, 3} <= set(PUBLISHED_PARTS)
+    for n in PUBLISHED_PARTS:
+        assert list((REFERENCE_DIR / PARTS[n]).glob("*.csv")), PARTS[n]
+    assert {p.name for p in REFERENCE_DIR.iterdir() if p.is_dir()} <= set(PARTS.values())
 
 
-@pytest.mark.parametrize("part", sorted(PARTS))
+@pytest.mark.parametrize("part", PUBLISHED_PARTS)
 def test_part_loads_with_rig_and_facts(part):
     frames = load_reference(part)
     assert {"facts"} <= set(frames)
@@ -226,7 +233,7 @@ def test_step_time_fit(part1):
 # --- facts --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("part", sorted(PARTS))
+@pytest.mark.parametrize("part", PUBLISHED_PARTS)
 def test_facts_rows_are_complete(part):
     facts = load_reference(part)["facts"]
     assert (facts["part"] == part).all()
