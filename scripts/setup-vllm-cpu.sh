@@ -47,7 +47,7 @@ export UV_PYTHON_DOWNLOADS=never
 
 # A half-built or outdated venv is rebuilt from scratch, so every run ends in the same state.
 step "create $venv (python $("$python" -c 'import platform; print(platform.python_version())'))" \
-  "${uv[@]}" venv --clear --quiet --python "$python" "$venv"
+  "${uv[@]}" venv --clear --seed --quiet --python "$python" "$venv"  # --seed: pip, which vLLM's /server_info runs
 
 # torch 2.13.0+cpu is not on PyPI (PyPI's torch is the CUDA build); the CPU wheel lies in
 # /opt/wheels, and uv (unlike pip) does not read PIP_FIND_LINKS, so it is passed explicitly.

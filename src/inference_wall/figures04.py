@@ -88,3 +88,27 @@ def throughput_vs_pool(table: pd.DataFrame) -> alt.HConcatChart:
             x="cap_pool:Q", tooltip=[alt.Tooltip("cap_pool:Q", title="pool admitting max_num_seqs short requests")])
         charts.append(alt.layer(line, rule).properties(width=260, height=200, title=panel))
     return alt.hconcat(*charts)
+
+
+def admission_prediction(a: dict, pools: list[int]) -> alt.LayerChart:
+    """Before any run: for each pool size, the requests admitted at once (their prompts' pages) and the requests
+    that fit at full length, short and long workload, against the cap (`a`: p04.arithmetic's page counts)."""
+    rows = []
+    for pool in pools:
+        usable = pool - 1  # vLLM's null block
+        rows += [{"pool_pages": pool, "line": "admitted (prompt pages)", "requests": min(a["cap"], usable // a["pages_prompt"])},
+                 {"pool_pages": pool, "line": "fit at full length, short outputs",
+                  "requests": min(a["cap"], usable // a["pages_short"])},
+                 {"pool_pages": pool, "line": "fit at full length, long outputs",
+                  "requests": min(a["cap"], usable // a["pages_long"])}]
+    data = pd.DataFrame(rows)
+    data = data[data["requests"] > 0]
+    lines = alt.Chart(data).mark_line(point=True).encode(
+        x=figures.log_x("pool_pages", "KV pool (pages)"),
+        y=figures.log_y("requests", "requests at once"),
+        color=alt.Color("line:N", title=None),
+        strokeDash=alt.StrokeDash("line:N", legend=None),
+        tooltip=["line", "pool_pages", "requests"],
+    )
+    cap = alt.Chart(pd.DataFrame({"requests": [a["cap"]]})).mark_rule(strokeDash=[4, 4]).encode(y="requests:Q")
+    return alt.layer(lines, cap).properties(width=520, height=280)

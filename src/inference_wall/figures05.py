@@ -96,3 +96,17 @@ def cost_per_million(costs: pd.DataFrame, default_price: float = DEFAULT_PRICE_P
     ).transform_calculate(usd_per_million=f"{price.name} / (datum.ceiling_tok_s * 3600) * 1000000").add_params(
         price).properties(width=300, height=alt.Step(22)).facet(row=alt.Row("rig:N", title=None)).resolve_scale(
         x="independent", y="independent")
+
+
+def predicted_bytes(predicted: pd.DataFrame) -> alt.Chart:
+    """Before any run: what one decode step reads per format, split into its parts (p05.predicted_bytes)."""
+    parts = {"quantized_gb": "quantized matrices (with scales)", "unquantized_matrices_gb": "matrices left in 16 bits",
+             "head_gb": "output head (16 bits)", "other_gb": "norms and state terms"}
+    long = predicted.melt(id_vars=["format"], value_vars=list(parts), var_name="part", value_name="gb")
+    long["part"] = long["part"].map(parts)
+    return alt.Chart(long).mark_bar().encode(
+        x=alt.X("format:N", title="weight format", sort=list(predicted["format"])),
+        y=alt.Y("sum(gb):Q", title="bytes one decode step reads (GB)"),
+        color=alt.Color("part:N", title=None),
+        tooltip=["format", "part", alt.Tooltip("gb:Q", format=".2f")],
+    ).properties(width=320, height=260)

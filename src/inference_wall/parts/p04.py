@@ -259,7 +259,9 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
         s = pass_summary(pt)
         polls = _polls(pt)
         stats = pt.stats_during()
-        pre = (polls["preemptions_total"].iloc[-1] - polls["preemptions_total"].iloc[0]) if len(polls) else s["preemptions"]
+        # the /metrics snapshots just before and after the pass bracket all of it; polls may miss its last moments
+        polled = (polls["preemptions_total"].iloc[-1] - polls["preemptions_total"].iloc[0]) if len(polls) else math.nan
+        pre = s["preemptions"] if math.isfinite(s.get("preemptions", math.nan)) else polled
         busy = polls[polls["running"] > 0] if len(polls) else polls
         rows.append({
             "rig": pt.rig, "model": prm.get("model", "main"), "workload": prm["workload"],
@@ -656,3 +658,8 @@ def earlier_runs(data_dir=None) -> pd.DataFrame:
     table = pd.DataFrame(rows, columns=["rig", "max_num_seqs", "pool_pages", "admitted", "running_max"])
     table["kv_limited"] = table["admitted"] < table["max_num_seqs"]
     return table.sort_values(["rig", "max_num_seqs"]).reset_index(drop=True)
+
+
+def prediction_pools(a: dict) -> list[int]:
+    """Pool sizes the page's before-any-run figure draws: a doubling range (plus vLLM's null page) and the A10G's."""
+    return sorted({2 ** k + 1 for k in range(3, 12)} | {a["a10g_pool"]})
