@@ -99,14 +99,13 @@ def cost_per_million(costs: pd.DataFrame, default_price: float = DEFAULT_PRICE_P
 
 
 def predicted_bytes(predicted: pd.DataFrame) -> alt.Chart:
-    """Before any run: what one decode step reads per format, split into its parts (p05.predicted_bytes)."""
-    parts = {"quantized_gb": "quantized matrices (with scales)", "unquantized_matrices_gb": "matrices left in 16 bits",
-             "head_gb": "output head (16 bits)", "other_gb": "norms and state terms"}
-    long = predicted.melt(id_vars=["format"], value_vars=list(parts), var_name="part", value_name="gb")
-    long["part"] = long["part"].map(parts)
-    return alt.Chart(long).mark_bar().encode(
+    """Before any run: what one decode step reads per format (p05.predicted_bytes), one bar each; the tooltip
+    splits it into quantized matrices, matrices left in 16 bits, the output head and the rest."""
+    parts = {"quantized_gb": "quantized matrices (GB)", "unquantized_matrices_gb": "matrices left in 16 bits (GB)",
+             "head_gb": "output head, 16 bits (GB)", "other_gb": "norms and state terms (GB)"}
+    return alt.Chart(predicted).mark_bar().encode(
         x=alt.X("format:N", title="weight format", sort=list(predicted["format"])),
-        y=alt.Y("sum(gb):Q", title="bytes one decode step reads (GB)"),
-        color=alt.Color("part:N", title=None),
-        tooltip=["format", "part", alt.Tooltip("gb:Q", format=".2f")],
+        y=alt.Y("decode_gb:Q", title="bytes one decode step reads (GB)"),
+        tooltip=["format", alt.Tooltip("decode_gb:Q", format=".2f", title="all (GB)")]
+        + [alt.Tooltip(f"{c}:Q", format=".2f", title=t) for c, t in parts.items()],
     ).properties(width=320, height=260)
