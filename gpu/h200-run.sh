@@ -24,6 +24,15 @@ export WALL_AUTOTUNE_DIR=$W/autotune WALL_AUTOTUNE_LOG=$W/autotune.log
 export TRITON_CACHE_DIR=$W/triton VLLM_CACHE_ROOT=$W/vllm
 [ -f gpu/cache/autotune.tar ] && tar -C "$W/autotune" -xf gpu/cache/autotune.tar
 
+# GPU clocks, power and temperature once a second for the whole call (gpu-samples.csv comes back with the
+# runs): whether a slow session ran at lower clocks is then in the record, not a guess.
+smi=gpu-samples.csv
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,memory.used,clocks_event_reasons.active \
+  --format=csv -lms 1000 > "$OUT/$smi" 2>&1 & smi_pid=$!
+sleep 1
+kill -0 "$smi_pid" 2>/dev/null || { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,memory.used \
+  --format=csv -lms 1000 > "$OUT/$smi" 2>&1 & smi_pid=$!; }
+
 stamp=$(mktemp); status=0
 for item in $PARTS; do
   IFS=: read -r part rig points <<< "$item"
@@ -35,6 +44,7 @@ for item in $PARTS; do
     ARGS="--budget-min $left $EXTRA${points:+ --points ${points//,/ }}" 2>&1 | tee -a "$OUT/reproduce.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
+kill "$smi_pid" 2>/dev/null
 tar -C "$W/autotune" -cf "$OUT/autotune.tar" .
 cp "$W/autotune.log" "$OUT/" 2>/dev/null
 # only the points this call wrote (a file comes back only under 16 MiB; packing every committed point
