@@ -3,7 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from inference_wall.kvcache import KVPool, ModelLayout, pool_from_concurrency, pool_from_report
+import json
+
+from inference_wall import analysis
+from inference_wall.kvcache import (DEFAULT_BLOCK_SIZE, KVPool, ModelLayout, block_size, pool_from_concurrency,
+                                    pool_from_report, rig_pool)
+from inference_wall.modelkit import models_dir
 from inference_wall.logs import parse_startup
 from inference_wall.parts import p03
 
@@ -98,3 +103,50 @@ def test_a_dense_model_on_the_cpu_build_counts_in_its_128_token_pages():
     pool = pool_from_report(report, ModelLayout.from_config(DENSE))
     assert report.kv_cache_device == "CPU" and pool.block_size == 128
     assert pool.num_blocks * 128 == pytest.approx(report.kv_cache_tokens, rel=0.01)
+
+
+# ---------------------------------------------------------------------------------------------
+# The page size of a preset: serve args, a logged start, or the config
+# ---------------------------------------------------------------------------------------------
+def _data_dir(tmp_path, *presets):
+    """A data dir holding the repo's configs of `presets` and no runs."""
+    for preset in presets:
+        (tmp_path / "models" / preset).mkdir(parents=True)
+        (tmp_path / "models" / preset / "config.json").write_text((models_dir() / preset / "config.json").read_text())
+    return tmp_path
+
+
+def _logged_start(data_dir, preset, block, part="03-batching-cliff", rig="my-rig"):
+    """A complete point of `preset` whose server logged a `block`-token page."""
+    point = data_dir / "runs" / part / rig / "point"
+    point.mkdir(parents=True)
+    (point / "manifest.json").write_text(json.dumps(
+        {"status": "complete", "model": {"preset": preset}, "session": {"has_startup": True, "server_started": 1}}))
+    (point / "server.log").write_text(LOG_OVERRIDE.replace("size to 528 tokens", f"size to {block} tokens"))
+
+
+def _config_block(preset):
+    return analysis.hybrid_block_size(json.loads((models_dir() / preset / "config.json").read_text())["text_config"])
+
+
+def test_a_hybrid_presets_page_is_the_one_its_start_logged(tmp_path):
+    data = _data_dir(tmp_path, "qwen3.5-4b")
+    _logged_start(data, "qwen3.5-4b", 544)  # not the config's page: the log, vLLM's own word, wins
+    assert _config_block("qwen3.5-4b") != 544
+    assert block_size("qwen3.5-4b", data_dir=data) == 544
+    assert block_size("qwen3.5-4b", data_dir=data, serve_args=["--block-size", "32"]) == 32
+
+
+def test_a_hybrid_preset_never_started_gets_the_page_its_config_implies(tmp_path):
+    data = _data_dir(tmp_path, "qwen3.5-4b", "tiny-dense")
+    _logged_start(data, "qwen3.5-9b", 544)  # another preset's start says nothing of this one
+    assert block_size("qwen3.5-4b", data_dir=data) == _config_block("qwen3.5-4b")
+    assert block_size("tiny-dense", data_dir=data) == DEFAULT_BLOCK_SIZE
+
+
+def test_a_rig_pool_fixed_by_its_profile_needs_no_start(tmp_path):
+    data = _data_dir(tmp_path, "qwen3.5-4b")
+    where = data / "runs" / "04-kv-starvation" / "my-rig"
+    pool = rig_pool(where, "qwen3.5-4b", data, ["--num-gpu-blocks-override", "586"])
+    assert (pool.num_blocks, pool.block_size) == (586, _config_block("qwen3.5-4b"))
+    assert pool.admission_limit(384) == 146

@@ -84,6 +84,15 @@ def test_a_pool_too_small_for_the_long_workload_is_refused_naming_pool_and_lengt
     assert "6 pages" in message and "1,280" in message and "at least 7 pages" in message
 
 
+def test_a_hybrid_model_never_started_counts_in_the_page_its_config_implies(tmp_path):
+    from inference_wall import analysis
+
+    (tmp_path / "models").symlink_to(ROOT / "data" / "models")  # the configs, and no runs
+    config = json.loads((ROOT / "data" / "models" / "qwen3.5-4b" / "config.json").read_text())
+    assert p04.block_size_for("qwen3.5-4b", _params(), tmp_path) == analysis.hybrid_block_size(config["text_config"])
+    assert p04.block_size_for("qwen3.5-4b", _params(block_size=64), tmp_path) == 64
+
+
 def test_the_dense_model_runs_beside_on_its_own_pools():
     plans = p04.plan(_params(pool_limits=[16], small_preset="qwen2.5-0.5b", small_pool_limits=[256]),
                      RigProfile(name="x"))

@@ -17,7 +17,7 @@ The pool is read from the server's own log: vLLM prints the concurrency its pool
 0.22: `get_max_concurrency_for_kv_cache_config`), so num_blocks = C x pages_per_request(L) within the
 printed precision; where the log says `Overriding num_gpu_blocks=... with num_gpu_blocks_override=N`, N is
 exact. The block size is the log's `Setting attention block size to N tokens` (hybrid models) or vLLM's
-default for a dense model (16).
+default for a dense model (16); `block_size` gives it for a preset before any server has started.
 """
 from __future__ import annotations
 
@@ -139,8 +139,9 @@ def pool_of_point(point, data_dir: Path | None = None) -> KVPool | None:
 def rig_pool(rig_dir: Path, preset: str, data_dir: Path | None = None, serve_args: list[str] | None = None
              ) -> KVPool | None:
     """The KV pool of a rig for a model preset: exact when the rig's profile fixes it
-    (`--num-gpu-blocks-override`), else from the latest server start recorded for that preset in any part
-    of the rig (`rig_dir` is one part's folder; its siblings are the other parts)."""
+    (`--num-gpu-blocks-override`, in pages of `block_size`, which needs no start of its own), else from the
+    latest server start recorded for that preset in any part of the rig (`rig_dir` is one part's folder;
+    its siblings are the other parts)."""
     from .store import log_startup, open_artefact, read_manifest
 
     try:
@@ -150,11 +151,8 @@ def rig_pool(rig_dir: Path, preset: str, data_dir: Path | None = None, serve_arg
     args = serve_args or []
     if "--num-gpu-blocks-override" in args:
         n = int(args[args.index("--num-gpu-blocks-override") + 1])
-        block = _block_size_from_args(args) or (DEFAULT_BLOCK_SIZE if not layout.state_groups else None)
-        if block is None:
-            block = _logged_block_size(Path(rig_dir).parent.parent, preset)
-        if block is not None:
-            return KVPool(n, block, layout, n, n, "the rig profile's --num-gpu-blocks-override")
+        block = block_size(preset, Path(rig_dir).parent.parent, data_dir, args)
+        return KVPool(n, block, layout, n, n, "the rig profile's --num-gpu-blocks-override")
     rig = Path(rig_dir).name
     starts = []
     for part_dir in sorted(Path(rig_dir).parent.parent.glob(f"*/{rig}")):
@@ -172,6 +170,27 @@ def rig_pool(rig_dir: Path, preset: str, data_dir: Path | None = None, serve_arg
         if pool is not None:
             return pool
     return None
+
+
+def block_size(preset: str, runs_dir: Path | None = None, data_dir: Path | None = None,
+               serve_args: list[str] | None = None) -> int:
+    """The attention page (tokens) a server of `preset` uses: `--block-size` where the serve args give it;
+    for a hybrid model, the size a start of it logged on any rig under `runs_dir` (default: the data dir's
+    runs), that being vLLM's own word, else what vLLM derives from the config (analysis.hybrid_block_size:
+    a page at least one recurrent layer's state), so a pool can be counted before the model has ever
+    started; for a dense model, vLLM's default."""
+    from . import analysis
+    from .modelkit import models_dir
+    from .store import runs_dir as default_runs_dir
+
+    given = _block_size_from_args(serve_args or [])
+    if given is not None:
+        return given
+    config = json.loads((models_dir(data_dir) / preset / "config.json").read_text())
+    if not ModelLayout.from_config(config).state_groups:
+        return DEFAULT_BLOCK_SIZE
+    runs = Path(runs_dir) if runs_dir is not None else default_runs_dir(data_dir)
+    return _logged_block_size(runs, preset) or analysis.hybrid_block_size(config.get("text_config", config))
 
 
 def _block_size_from_args(args: list[str]) -> int | None:

@@ -95,22 +95,14 @@ def longest_request(pool: int, layout: ModelLayout, block: int) -> int:
 
 
 def block_size_for(preset: str, p: dict, data_dir=None) -> int:
-    """The attention page size the pools are counted in: the parameter, a dense model's default, or, for a
-    hybrid model (vLLM derives its page from the state size), what a start of it logged on any rig."""
-    from ..kvcache import DEFAULT_BLOCK_SIZE, _logged_block_size
-    from ..store import runs_dir
+    """The attention page size the pools are counted in: the parameter, else kvcache.block_size (a dense
+    model's default; for a hybrid model, whose page vLLM derives from the state size, what a start of it
+    logged, else the same derivation from its config)."""
+    from ..kvcache import block_size
 
     if p["block_size"]:
         return int(p["block_size"])
-    layout = ModelLayout.from_preset(preset, data_dir)
-    if not layout.state_groups:
-        return DEFAULT_BLOCK_SIZE
-    block = _logged_block_size(runs_dir(data_dir), preset) or (_logged_block_size(runs_dir(None), preset)
-                                                                 if data_dir is not None else None)
-    if block is None:
-        raise UserError(f"the page size of {preset} (a hybrid model) is known only from a server start's log; "
-                        f"run part 1 or 3 on any rig first, or set block_size")
-    return block
+    return block_size(preset, data_dir=data_dir)
 
 
 def model_max_len(preset: str, data_dir=None) -> int:
