@@ -28,6 +28,7 @@ from pathlib import Path
 from . import __version__
 from .bench import BenchForkServer, PassSpec, Workload, run_pass
 from .errors import UserError
+from .gpuclocks import artefact_name as gpu_artefact_name, sampling as gpu_sampling
 from .lock import writer_lock
 from .modelkit import ModelSpec
 from .poller import artefact_name, polling
@@ -242,8 +243,10 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                             math.inf, warm_rps, WINDOW_MARGIN * point.min_window_s, spec.num_prompts,
                             point.max_prompts or spec.num_prompts))
                     side = p.side(server.url, model.model, pdir, p.label) if p.side else None
+                    # GPU clocks/power of every pass but the warm-up (gpuclocks: a slow session explained later)
                     with side or nullcontext(), polling(server.url, pdir / artefact_name(p.label),
-                                 point.poll_metrics_s if p.kind == "measured" else None):
+                                 point.poll_metrics_s if p.kind == "measured" else None), \
+                            gpu_sampling(pdir / gpu_artefact_name(p.label), p.kind != "warmup"):
                         cmd, started, ended = run_pass(ctx.python, server.url, model.model, model.tokenizer,
                                                        point.workload or ctx.workload, spec, pdir / f"{p.label}.json",
                                                        pdir / "bench.log", env=ctx.rig.env, fork_server=forks)
