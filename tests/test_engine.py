@@ -231,3 +231,49 @@ def test_a_part_page_names_the_points_that_did_not_complete(tmp_path):
     note = unfinished_note(3, data, ["box"])
     assert "box mns-999 (interrupted: KeyboardInterrupt)" in note and "PART=3" in note
     assert unfinished_note(3, data, ["other"]) is None
+
+
+def _part1_family(tmp_path, flood_scale: dict, p3_scale_again: float) -> Path:
+    """Rigs `box` and `box-again` (its repeat), each with cpu-tiny's part-1 session and its part-3 session at
+    part 1's cap; each rig's part-1 flood scaled by `flood_scale[rig]`, box-again's part-3 flood by
+    `p3_scale_again`."""
+    from inference_wall.parts import p01
+
+    data = tmp_path / "data"
+    (data / "rigs").mkdir(parents=True)
+    (data / "rigs" / "box.json").write_text(json.dumps({}))
+    (data / "rigs" / "box-again.json").write_text(json.dumps({"repeat_of": "box"}))
+    p1, p3 = store.rig_dir(1, "cpu-tiny"), store.rig_dir(3, "cpu-tiny")
+    cap = p01._setup(store.read_manifest(p1 / "flood"))["command"]
+    same = [p for p in p3.iterdir() if p01._setup(store.read_manifest(p))["command"] == cap]
+    assert same, "cpu-tiny's part 3 has a session at part 1's cap"
+    for rig, f3 in (("box", 1.0), ("box-again", p3_scale_again)):
+        for pt in p1.iterdir():
+            if pt.name in ("flood", "single") or pt.name.startswith("decode-"):
+                _copy_point(pt, store.rig_dir(1, rig, data) / pt.name, flood_scale[rig] if pt.name == "flood" else 1.0)
+        _copy_point(same[0], store.rig_dir(3, rig, data) / same[0].name, f3)
+    return data, same[0]
+
+
+def test_server_sessions_find_the_part1_flood_that_agrees_with_part3(tmp_path):
+    from inference_wall.parts import p01
+    from inference_wall.rig import run_to_run
+
+    tok_s = lambda point: json.loads((point / "bench.json").read_text())["output_throughput"]
+    p3 = tok_s(_part1_family(tmp_path / "probe", {"box": 1, "box-again": 1}, 1.0)[1])
+    p1 = tok_s(store.rig_dir(1, "cpu-tiny") / "flood")
+    # box-again's part-1 flood equals part 3's; box's is 20% under it, far outside the 2% repeat spread
+    data, _ = _part1_family(tmp_path / "run", {"box": 0.8 * p3 / p1, "box-again": p3 / p1}, 1.02)
+    sessions = p01.server_sessions(data, ["box", "box-again"])
+    assert set(sessions["family"]) == {"box"} and len(sessions) == 4  # two rigs x (part 1 + part 3)
+    assert (sessions["differs"] == "").all()  # copies of one session: the same setup
+    steady = p01.steadiness(sessions, run_to_run(data))["box"]
+    assert steady["tolerance"] == pytest.approx(1 - 1 / 1.02, rel=1e-6)  # box against its repeat
+    assert steady["agreeing_rigs"] == ["box-again"]
+    assert steady["flood_tok_s"][2] == pytest.approx(1.02 / 0.8 - 1, rel=1e-6)  # box's part 1 to box-again's part 3
+    # a flood ceiling carries the spread of its repeat into the claims
+    import shutil
+    for sub in ("reference", "models"):
+        shutil.copytree(store.runs_dir().parent / sub, data / sub)
+    view = p01.rig_view("box", data, p01.page_tables(data, ["box", "box-again"]))
+    assert view["flood_tok_s"].high / view["flood_tok_s"].value == pytest.approx(1.2, rel=1e-6)

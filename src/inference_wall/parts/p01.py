@@ -252,7 +252,21 @@ def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
     loaded = measured_points(data_dir, [r for r in rigs if r != PUBLISHED_RIG] if rigs is not None else None)
     return {"points": loaded, "rates": rate_table(data_dir, rigs, loaded),
             "memory": memory_table(data_dir, rigs, loaded), "cold_warm": cold_warm_table(data_dir, rigs, loaded),
-            "decode": decode_table(data_dir, rigs, loaded)}
+            "decode": decode_table(data_dir, rigs, loaded), "flood_spread": flood_spread(data_dir)}
+
+
+def flood_spread(data_dir=None) -> dict[str, float]:
+    """Per rig with a repeat (a profile's `repeat_of`): how far the two runs' floods lay apart (relative),
+    for both rigs: the server-to-server spread a flood ceiling carries into the claims."""
+    from ..rig import run_to_run
+
+    rr = run_to_run(data_dir)
+    rr = rr[(rr["part"] == NAME) & (rr["point"] == "flood") & (rr["metric"] == "output_tok_s")].dropna(subset=["difference_pct"])
+    out: dict[str, float] = {}
+    for r in rr.itertuples():
+        for rig in (r.rig, r.repeat):
+            out[rig] = max(out.get(rig, 0.0), abs(r.difference_pct) / 100)
+    return out
 
 
 def rig_view(rig: str, data_dir=None, tables: dict | None = None) -> dict:
@@ -286,7 +300,8 @@ def rig_view(rig: str, data_dir=None, tables: dict | None = None) -> dict:
         view["cold_over_warm_p99"] = float(cw.loc["cold", "ttft_p99_ms"] / cw.loc["warm", "ttft_p99_ms"])
     if len(flood):
         f = flood.iloc[0]
-        view.update(flood_tok_s=num(f["output_tok_s"]), flood_rps=num(f["completed_rps"]))
+        rel = 0.0 if published else t.get("flood_spread", {}).get(rig, 0.0)
+        view.update(flood_tok_s=num(f["output_tok_s"]).widen(rel), flood_rps=num(f["completed_rps"]).widen(rel))
     if published:
         fit = load_reference(1, data_dir)["step_time_fit"].iloc[0]
         rate1 = finite.iloc[0]
@@ -504,3 +519,120 @@ def claim_facts(data_dir=None) -> dict:
     f = _facts(data_dir)
     fit = load_reference(1, data_dir)["step_time_fit"].iloc[0]
     return {**f, "fit_a": fit["intercept_ms"], "fit_b": fit["slope_ms_per_seq"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Server to server: sessions of one configuration, their spread, and which agree with part 3
+# ---------------------------------------------------------------------------------------------
+SETUP_FIELDS = ("command", "environment", "gpu", "vllm", "torch", "cuda")
+
+
+def _family(rig: str, data_dir=None) -> str:
+    """The rig a run repeats (its profile's `repeat_of`), else the rig itself: runs of one family share the
+    host and stack, so their differences are run to run."""
+    from ..rig import load_profile
+
+    try:
+        return load_profile(rig, data_dir).repeat_of or rig
+    except Exception:  # a rig with runs but no profile is its own family
+        return rig
+
+
+def _setup(manifest: dict) -> dict:
+    """What makes two server sessions the same configuration, from a manifest: the serve command less its
+    interpreter, host and port; the server's environment; the GPU nvidia-smi reported; the versions."""
+    session = manifest.get("session") or {}
+    cmd = list(session.get("server_command") or [])[1:]
+    for flag in ("--host", "--port"):
+        while flag in cmd:
+            i = cmd.index(flag)
+            del cmd[i:i + 2]
+    info = manifest.get("rig_info") or {}
+    return {"command": " ".join(cmd), "environment": sorted((session.get("server_env") or {}).items()),
+            "gpu": sorted((info.get("gpu") or {}).items()), "vllm": info.get("vllm_version"),
+            "torch": info.get("torch"), "cuda": info.get("cuda")}
+
+
+def server_sessions(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """Every server session of part 1's configuration on the measured rigs, one row each, across parts 1
+    and 3: a part-3 session counts when its serve command and environment equal a part-1 session's of the
+    same family (part 3's cap equal to part 1's, so its pass is the same flood). Per session: the flood's
+    output tok/s, the median ITL of one stream (part 1's `single` and `decode-b001`), the step-time fit of
+    its fixed-batch decode points (three or more), the start time, and which setup fields differ from the
+    family's first session (`differs`: empty when command, environment, GPU and versions all match)."""
+    from ..schema import PARTS
+
+    part3 = PARTS[3]
+    # part 3's sessions of a shown rig's family count even where that run has no part 1 (a repeat of part 3)
+    families = None if rigs is None else {_family(r, data_dir) for r in rigs}
+    points = [pt for pt in load_points(NAME, data_dir, rigs)] + [
+        pt for pt in load_points(part3, data_dir) if families is None or _family(pt.rig, data_dir) in families]
+    points = [pt for pt in points if pt.rig != PUBLISHED_RIG]
+    sessions: dict[tuple, dict] = {}
+    for pt in points:
+        s = pt.manifest.get("session") or {}
+        key = (pt.rig, pt.part, s.get("id") or s.get("server_started"))
+        row = sessions.setdefault(key, {"family": _family(pt.rig, data_dir), "rig": pt.rig, "part": pt.part,
+                                        "started": s.get("server_started"), "setup": _setup(pt.manifest),
+                                        "start_to_healthy_s": s.get("start_to_healthy_s"), "points": [],
+                                        "flood": [], "single": [], "decode": []})
+        row["points"].append(pt.name)
+        kind = pt.params.get("kind")
+        summary = pass_summary(pt)
+        if pt.part == NAME and pt.name == "flood" or pt.part == part3:
+            row["flood"].append(summary["output_tok_s"])
+        if pt.part == NAME and (pt.name == "single" or kind == "decode" and pt.params.get("batch") == 1):
+            row["single"].append(summary["itl_p50_ms"])
+        if pt.part == NAME and kind == "decode":
+            row["decode"].append((float(pt.params["batch"]), summary["itl_p50_ms"]))
+    part1_setups = {(r["family"], r["setup"]["command"], str(r["setup"]["environment"]))
+                    for r in sessions.values() if r["part"] == NAME}
+    rows = []
+    for r in sorted(sessions.values(), key=lambda r: (r["family"], r["started"] or 0)):
+        if r["part"] == part3 and (r["family"], r["setup"]["command"], str(r["setup"]["environment"])) not in part1_setups:
+            continue  # another cap: another configuration
+        fit = analysis.linear_fit(*zip(*r["decode"])) if len(r["decode"]) >= 3 else None
+        rows.append({"family": r["family"], "rig": r["rig"], "part": r["part"], "started": r["started"],
+                     "points": len(r["points"]), "flood_tok_s": r["flood"][0] if r["flood"] else math.nan,
+                     "single_itl_ms": float(pd.Series(r["single"]).median()) if r["single"] else math.nan,
+                     "fit_intercept_ms": fit.intercept if fit else math.nan, "fit_slope_ms": fit.slope if fit else math.nan,
+                     "start_to_healthy_s": r["start_to_healthy_s"], "setup": r["setup"]})
+    for family in {r["family"] for r in rows}:
+        first = next(r for r in rows if r["family"] == family)["setup"]
+        for r in rows:
+            if r["family"] == family:
+                r["differs"] = ", ".join(f for f in SETUP_FIELDS if r["setup"].get(f) != first.get(f))
+    table = pd.DataFrame(rows, columns=["family", "rig", "part", "started", "points", "flood_tok_s", "single_itl_ms",
+                                        "fit_intercept_ms", "fit_slope_ms", "start_to_healthy_s", "setup", "differs"])
+    table["started"] = pd.to_datetime(table["started"], unit="s", utc=True).dt.strftime("%Y-%m-%d %H:%M")
+    return table.drop(columns=["setup"])
+
+
+def steadiness(sessions: pd.DataFrame, spread: pd.DataFrame) -> dict[str, dict]:
+    """Per family with two or more sessions: the range of each session metric, and which part-1 sessions'
+    floods agree with part 3's. `spread`: rig.run_to_run (repeated points of one family); the tolerance is
+    the largest difference between repeated part-3 points of the family (how far two runs of the same
+    part-3 point have been seen apart), and a part-1 flood agrees when it lies within that of the median
+    part-3 flood. None where the family has no repeated part-3 point or no part-3 flood."""
+    from ..schema import PARTS
+
+    out: dict[str, dict] = {}
+    for family, s in sessions.groupby("family"):
+        if len(s) < 2:
+            continue
+        res: dict = {"sessions": len(s)}
+        for col in ("flood_tok_s", "single_itl_ms", "fit_intercept_ms", "fit_slope_ms"):
+            v = s[col].dropna()
+            if len(v) >= 2:
+                res[col] = (float(v.min()), float(v.max()), float(v.max() / v.min() - 1))
+        rep = spread[(spread["rig"] == family) & (spread["part"] == PARTS[3]) & (spread["metric"] == "output_tok_s")]
+        p3 = s[(s["part"] == PARTS[3])]["flood_tok_s"].dropna()
+        if len(rep) and len(p3):
+            tol = float(rep["difference_pct"].abs().max()) / 100
+            ref = float(p3.median())
+            p1 = s[(s["part"] == NAME)].dropna(subset=["flood_tok_s"])
+            res.update(tolerance=tol, part3_flood=ref,
+                       agree={f"{r.rig} {r.started}": abs(r.flood_tok_s / ref - 1) <= tol for r in p1.itertuples()},
+                       agreeing_rigs=sorted({r.rig for r in p1.itertuples() if abs(r.flood_tok_s / ref - 1) <= tol}))
+        out[family] = res
+    return out
