@@ -97,6 +97,10 @@ def test_gpu_startup_has_compile_and_graphs(path):
     assert report.graph_capture_s == first_float(r"Graph capturing finished in (\d+) secs", text)
     assert report.graph_capture_gib == first_float(r"Graph capturing finished in \d+ secs, took ([\d.]+) GiB", text)
     assert report.init_engine_compile_s == report.torch_compile_s  # "(compilation: X s)" repeats it
+    # the log's own word on scheduling: the iteration log's elapsed times mean a step only when it is off
+    assert report.async_scheduling is ("Asynchronous scheduling is enabled" in text)
+    assert parse_startup(text.replace("scheduling is enabled", "scheduling is disabled"), path).async_scheduling is (
+        False if "Asynchronous scheduling is enabled" in text else None)
     # the engine's init is one part of the time to ready; model loading is a small part of it
     assert report.model_load_s < report.init_engine_s < report.healthy_at
 
@@ -109,6 +113,7 @@ def test_cpu_startup():
     # --enforce-eager and the CPU build: no compile, no graphs; the CPU runner prints no "Model loading took"
     assert "Model loading took" not in text and r.weights_gib is None
     assert r.torch_compile_s is None and r.graph_capture_s is None
+    assert r.async_scheduling is None  # the CPU build does not say
     with pytest.raises(LogParseError, match="graph_capture_s"):
         r.require("graph_capture_s")
 

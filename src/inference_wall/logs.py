@@ -200,12 +200,13 @@ _STARTUP_PATTERNS: dict[str, re.Pattern[str]] = {
     # Hybrid models (0.2x): "Setting attention block size to 528 tokens to ensure that attention page size is
     # >= mamba page size."
     "block_size": re.compile(r"Setting attention block size to " + _NUM + r" tokens"),
+    "async_scheduling": re.compile(r"Asynchronous scheduling is (enabled|disabled)"),
     # "Overriding num_gpu_blocks=7302 with num_gpu_blocks_override=586"
     "num_gpu_blocks_override": re.compile(r"Overriding num_gpu_blocks=" + _NUM + r" with num_gpu_blocks_override=" + _NUM),
 }
 
 _STARTUP_KEYWORDS = ("took", "takes", "KV cache", "version", "concurrency", "max model len", "block size",
-                     "num_gpu_blocks")  # cheap pre-filter
+                     "num_gpu_blocks", "scheduling is")  # cheap pre-filter
 _HEALTHY_MARKERS = ("Application startup complete", "Starting vLLM server on", "Starting vLLM API server")
 
 _WHERE_TO_LOOK = {
@@ -260,6 +261,9 @@ class StartupReport:
     init_engine_s: float | None = None
     init_engine_compile_s: float | None = None  # the "(compilation: X s)" part, where printed
     healthy_at: float | None = None
+    # vLLM 0.11+ logs "Asynchronous scheduling is enabled/disabled.": with it on, the engine schedules step n+1
+    # before step n's result is back, so the iteration log's elapsed time is the wait for a result, not a step
+    async_scheduling: bool | None = None
 
     def require(self, *names: str) -> "StartupReport":
         """Return self if every named fact is known; else raise LogParseError naming the missing ones.
@@ -329,6 +333,8 @@ def _startup_line(r: StartupReport, msg: str) -> None:
         r.max_model_len = int(_num(m[1]))
     if r.block_size is None and (m := p["block_size"].search(msg)):
         r.block_size = int(_num(m[1]))
+    if r.async_scheduling is None and (m := p["async_scheduling"].search(msg)):
+        r.async_scheduling = m[1] == "enabled"
     if r.num_gpu_blocks_override is None and (m := p["num_gpu_blocks_override"].search(msg)):
         r.num_gpu_blocks, r.num_gpu_blocks_override = int(_num(m[1])), int(_num(m[2]))
 

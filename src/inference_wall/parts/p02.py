@@ -237,12 +237,45 @@ INJECTION_COLUMNS = ["rig", "point", "budget", "prompt_len", "injection", "ttft_
                      "prefill_steps", "max_step_ms", "sum_step_ms", "chunk_tokens_max", "gen_reqs_beside"]
 
 
+def _async_by_session(points: list) -> dict[tuple, bool | None]:
+    """Per (rig, server session): whether the server's start logged asynchronous scheduling (None: it did not say)."""
+    out: dict[tuple, bool | None] = {}
+    for pt in points:
+        rep = pt.startup()
+        if rep is not None:
+            out[(pt.rig, (pt.manifest.get("session") or {}).get("id"))] = rep.async_scheduling
+    return out
+
+
 def injection_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
-    frames = [point_injections(pt) for pt in measured_points(data_dir, rigs)]
-    frames = [f for f in frames if len(f)]
+    """One row per measured injection (point_injections) on every rig, with `async_scheduling`: whether the server
+    logged asynchronous scheduling, under which the iteration log's elapsed time is not a step's time (steps_timed)."""
+    pts = measured_points(data_dir, rigs)
+    modes = _async_by_session(load_points(NAME, data_dir, rigs))
+    frames = []
+    for pt in pts:
+        f = point_injections(pt)
+        if len(f):
+            frames.append(f.assign(async_scheduling=modes.get((pt.rig, (pt.manifest.get("session") or {}).get("id")))))
     if not frames:
-        return pd.DataFrame(columns=INJECTION_COLUMNS)
-    return pd.concat(frames, ignore_index=True)[INJECTION_COLUMNS]
+        return pd.DataFrame(columns=INJECTION_COLUMNS + ["async_scheduling"])
+    return pd.concat(frames, ignore_index=True)[INJECTION_COLUMNS + ["async_scheduling"]]
+
+
+def steps_timed(injections: pd.DataFrame) -> pd.Series:
+    """Per injection: whether the iteration log's elapsed times are step times. vLLM's EngineCore times the wait
+    for a step's result (`log_iteration_details` around `future.result()`); with asynchronous scheduling the next
+    step is already scheduled and running, so that wait is a remainder, not the step (0.22.1, v1/engine/core.py)."""
+    return injections["async_scheduling"].map(lambda a: a is not True)
+
+
+def comparable_length(frame: pd.DataFrame, rig: str) -> int | None:
+    """The longest prompt a rig measured both with chunking off and at a budget below the prompt (the length at
+    which the configurations compare); else its longest with chunking off; None without either."""
+    f = frame[(frame["rig"] == rig)].dropna(subset=["freeze_ms"])
+    off = set(f[f["budget"] == OFF]["prompt_len"])
+    both = [n for n in off if ((f["prompt_len"] == n) & (f["budget"] != OFF) & (f["budget"] < n)).any()]
+    return int(max(both)) if both else (int(max(off)) if off else None)
 
 
 def config_label(budget: int) -> str:
@@ -263,6 +296,10 @@ def freeze_table(injections: pd.DataFrame) -> pd.DataFrame:
                 baseline_itl_ms=("baseline_itl_ms", "median"), streams=("streams", "median")).reset_index()
     pred = [freeze.predicted_freeze_ms(r.solo_ttft_ms, r.prompt_len, None if r.budget == OFF else r.budget,
                                        r.baseline_itl_ms) for r in out.itertuples()]
+    if "async_scheduling" in injections:  # a logged wait is not a step: no step time where vLLM scheduled ahead
+        timed = injections.assign(timed=steps_timed(injections)).groupby(["rig", "budget", "prompt_len"])["timed"].all()
+        out["max_step_ms"] = out["max_step_ms"].where(timed.reindex(pd.MultiIndex.from_frame(
+            out[["rig", "budget", "prompt_len"]])).fillna(True).to_numpy(dtype=bool))
     out["predicted_low_ms"] = [lo for lo, _ in pred]
     out["predicted_high_ms"] = [hi for _, hi in pred]
     out.insert(1, "config", out["budget"].map(config_label))
@@ -371,30 +408,34 @@ def roofline_table(freezes: pd.DataFrame, data_dir=None) -> pd.DataFrame:
 
 
 def rig_view(injections: pd.DataFrame, rig: str, claim_budget: int = A10G_BUDGET) -> dict:
-    """What the claims need about one rig, at its longest prompt measured with chunking off: the freeze over the
-    repeats (off, and at the claim budget or else the smallest measured budget below the prompt), the prompt's solo
-    prefill time (TTFT alone, over the solo prompts) and the background's baseline gap, as Intervals."""
-    f = injections[injections["rig"] == rig]
+    """What the claims need about one rig. `off`: at its longest prompt measured with chunking off (`prompt_len`),
+    where the prefill dominates every other cost; `off_cmp` and `chunked`: at the longest prompt measured both off and
+    at a budget below it (`cmp_len`, comparable_length), at the claim budget or else the smallest measured one. Each
+    side: the freeze over the repeats, the prompt's solo prefill time (TTFT alone, over the solo prompts), the
+    background's baseline gap, as Intervals; `steps_timed`: whether the iteration log's elapsed times are step times
+    (not under asynchronous scheduling, see steps_timed)."""
+    f = injections[injections["rig"] == rig].dropna(subset=["freeze_ms"])
     view: dict = {"rig": rig}
-    off = f[f["budget"] == OFF].dropna(subset=["freeze_ms"])
-    if not len(off):
+    off_lens = f[f["budget"] == OFF]["prompt_len"]
+    if not len(off_lens):
         return view
-    longest = int(off["prompt_len"].max())
-    at = f[f["prompt_len"] == longest].dropna(subset=["freeze_ms"])
-    chunked = sorted(b for b in set(at["budget"]) if b != OFF and b < longest)
-    budget = claim_budget if claim_budget in chunked else (chunked[0] if chunked else None)
+    longest, cmp_len = int(off_lens.max()), comparable_length(f, rig)
 
-    def side(b: int) -> dict:
-        rows = at[at["budget"] == b]
+    def side(b: int, n: int) -> dict:
+        rows = f[(f["budget"] == b) & (f["prompt_len"] == n)]
         return {"freeze": Interval.spread(rows["freeze_ms"]), "ttft": Interval.spread(rows["ttft_ms"]),
                 "solo": Interval(float(rows["solo_ttft_ms"].median()), float(rows["solo_ttft_min_ms"].min()),
                                  float(rows["solo_ttft_max_ms"].max())),
                 "baseline_ms": float(rows["baseline_itl_ms"].median()),
                 "max_step": Interval.spread(rows["max_step_ms"])}
 
-    view.update(prompt_len=longest, off=side(OFF))
+    view.update(prompt_len=longest, off=side(OFF, longest), cmp_len=cmp_len, off_cmp=side(OFF, cmp_len))
+    at = f[f["prompt_len"] == cmp_len]
+    view["steps_timed"] = bool(steps_timed(at).all()) if "async_scheduling" in at else True
+    chunked = sorted(b for b in set(at["budget"]) if b != OFF and b < cmp_len)
+    budget = claim_budget if claim_budget in chunked else (chunked[0] if chunked else None)
     if budget is not None:
-        view.update(budget=budget, chunked=side(budget))
+        view.update(budget=budget, chunked=side(budget, cmp_len))
     return view
 
 
@@ -420,7 +461,7 @@ def _freeze_off(v: dict) -> Judgement:
 
 
 def _freeze_chunked(v: dict) -> Judgement:
-    c, n, b = need(v, "chunked"), need(v, "prompt_len"), need(v, "budget")
+    c, n, b = need(v, "chunked"), need(v, "cmp_len"), need(v, "budget")
     pred = predicted_freeze(c["solo"], n, b, c["baseline_ms"])
     how = (f"{_fmt(c['solo'].value)} ms x {b:,} / {n:,} tokens = {_fmt(c['solo'].value * b / n)} ms; + 0 to 1 decode "
            f"step of {_fmt(c['baseline_ms'])} ms = {_fmt(pred.low)} to {_fmt(pred.high)} ms")
@@ -429,6 +470,8 @@ def _freeze_chunked(v: dict) -> Judgement:
 
 def _chunk_step(v: dict) -> Judgement:
     c, b = need(v, "chunked"), need(v, "budget")
+    if not v.get("steps_timed", True):
+        raise Missing("a step time: vLLM scheduled asynchronously, so its iteration log times the wait for a result")
     step, base = c["max_step"], c["baseline_ms"]
     pred = Interval(step.value + base / 2, step.low, step.high + base)
     how = (f"longest step carrying the prompt at budget {b:,} (iteration log, over the repeats): {_fmt(step.value)} ms; "
@@ -437,7 +480,7 @@ def _chunk_step(v: dict) -> Judgement:
 
 
 def _shrink(v: dict) -> Judgement:
-    o, c, n, b = need(v, "off"), need(v, "chunked"), need(v, "prompt_len"), need(v, "budget")
+    o, c, n, b = need(v, "off_cmp"), need(v, "chunked"), need(v, "cmp_len"), need(v, "budget")
     p_off = predicted_freeze(o["solo"], n, None, o["baseline_ms"])
     p_on = predicted_freeze(c["solo"], n, b, c["baseline_ms"])
     pred = combine(lambda a, d: a / d, p_off, p_on)
@@ -448,7 +491,7 @@ def _shrink(v: dict) -> Judgement:
 
 
 def _published_shrink(v: dict) -> Judgement:
-    o, c, n, b = need(v, "off"), need(v, "chunked"), need(v, "prompt_len"), need(v, "budget")
+    o, c, n, b = need(v, "off_cmp"), need(v, "chunked"), need(v, "cmp_len"), need(v, "budget")
     if b != A10G_BUDGET:
         raise Missing(f"a freeze at the A10G's budget of {A10G_BUDGET:,}")
     post = need(v, "published_shrink")
@@ -516,7 +559,9 @@ def findings(freezes: pd.DataFrame, rig: str) -> str:
     f = freezes[freezes["rig"] == rig]
     if not len(f):
         return f"**{rig}:** no complete point."
-    longest = int(f["prompt_len"].max())
+    longest = comparable_length(f, rig)
+    if longest is None:
+        return f"**{rig}:** no complete point with chunking off."
     at = f[f["prompt_len"] == longest].sort_values("budget", key=lambda b: b.where(b > 0, 10**9), ascending=False)
     parts_ = []
     for r in at.itertuples():
@@ -526,8 +571,12 @@ def findings(freezes: pd.DataFrame, rig: str) -> str:
     off = at[at["budget"] == OFF]
     solo = (f"; alone on the idle server its time to first token was {fmt_num(off['solo_ttft_ms'].iloc[0])} ms"
             if len(off) else "")
-    return (f"**{rig}**, the {longest:,}-token prompt{solo}. Freeze of the streams decoding beside it: "
-            + "; ".join(parts_) + ".")
+    longer = sorted(set(f[f["prompt_len"] > longest]["prompt_len"]))
+    more = (f" Longer prompts ({', '.join(f'{int(n):,}' for n in longer)} tokens) were measured with chunking off only "
+            "(the table above)." if longer else "")
+    both = " (the longest measured both with chunking off and on)" if (at["budget"] != OFF).any() else ""
+    return (f"**{rig}**, the {longest:,}-token prompt{both}{solo}. "
+            "Freeze of the streams decoding beside it: " + "; ".join(parts_) + "." + more)
 
 
 def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
