@@ -242,7 +242,8 @@ def test_a_reduced_plan_runs_and_shows_admission_and_preemption(tmp_path):
         (data / name).symlink_to(ROOT / "data" / name)
     # pool 9 (4 pages of 32 tokens per short request... 2 at full length): 4 short requests fit to the end;
     # 4 long ones (3 pages each at 80 tokens) outgrow 8 usable pages
-    sets = ["pool_limits=[4]", "long_output_len=48", "waves=2", "max_prompts=16"]
+    # polled every 0.1 s: a short pass on a fast CPU can end inside one 0.5-s poll interval, and the queue with it
+    sets = ["pool_limits=[4]", "long_output_len=48", "waves=2", "max_prompts=16", "poll_interval_s=0.1"]
     cmd = [sys.executable, "-m", "inference_wall", "sweep", "--part", "4", "--rig", "cpu-tiny", "--data-dir", str(data),
            "--python", str(VLLM_PY), "--no-progress", *[x for s in sets for x in ("--set", s)]]
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=540,
