@@ -97,6 +97,8 @@ def test_gpu_startup_has_compile_and_graphs(path):
     assert report.graph_capture_s == first_float(r"Graph capturing finished in (\d+) secs", text)
     assert report.graph_capture_gib == first_float(r"Graph capturing finished in \d+ secs, took ([\d.]+) GiB", text)
     assert report.init_engine_compile_s == report.torch_compile_s  # "(compilation: X s)" repeats it
+    if "max_num_batched_tokens=" in text:  # the budget a server without the flag got from vLLM's defaults
+        assert report.max_num_batched_tokens == int(first_float(r"max_num_batched_tokens=(\d+)", text))
     # the log's own word on scheduling: the iteration log's elapsed times mean a step only when it is off
     assert report.async_scheduling is ("Asynchronous scheduling is enabled" in text)
     assert parse_startup(text.replace("scheduling is enabled", "scheduling is disabled"), path).async_scheduling is (

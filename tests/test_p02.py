@@ -278,3 +278,32 @@ def test_injection_without_the_bench_marker_fails_instead_of_hanging(tmp_path):
         with inj:
             pass
     assert (tmp_path / "bench-inject.json").exists() and inj.injections == []
+
+
+# --- back to part 1: the budget at part 1's knee ------------------------------------------------------------
+
+
+def test_knee_points_serve_part1s_configuration_at_its_knee_once_per_budget():
+    from inference_wall.bench import Workload
+    from inference_wall.parts import p01, parameters
+    from inference_wall.rig import load_profile
+
+    prof, p1 = load_profile("cpu-tiny"), parameters(1, "cpu-tiny")
+    p = {**parameters(2, "cpu-tiny"), "knee_rps": 3.5, "knee_budgets": [64, 128]}
+    knees = [pl for pl in p02.plan(p, prof) if pl.params.get("kind") == "knee"]
+    assert [k.name for k in knees] == ["knee-b00064", "knee-b00128"] and len({k.session for k in knees}) == 2
+    for k, budget in zip(knees, (64, 128)):
+        assert k.max_num_seqs == p1["max_num_seqs"] and k.workload == Workload(p1["input_len"], p1["output_len"])
+        assert k.serve_args[k.serve_args.index("--max-num-batched-tokens") + 1] == str(budget)
+        (bench,) = k.passes
+        assert bench.spec.request_rate == 3.5 and bench.spec.num_prompts == math.ceil(3.5 * p["knee_window_s"])
+    assert all(pl.params.get("kind") == "knee" for pl in p02.plan(p, prof)[-2:])  # after every freeze server
+    # by default the rate is part 1's knee on the rig: a rate that part 1's server completed under its keep-up share
+    knee = p01.part1_knee("cpu-tiny")
+    if knee is not None:
+        rates = p01.rate_table(None, ["cpu-tiny"]).set_index("offered_rate_rps")
+        assert rates.loc[knee, "completed_rps"] / knee < p01.KEEP_UP
+        auto = [pl for pl in p02.plan({**p, "knee_rps": None}, prof) if pl.params.get("kind") == "knee"]
+        assert {pl.passes[0].spec.request_rate for pl in auto} == {knee}
+    assert not [pl for pl in p02.plan({**p, "knee_budgets": []}, prof) if pl.params.get("kind") == "knee"]
+    assert p01.part1_knee("no-such-rig-has-part-1") is None  # no part 1, no knee: no knee points

@@ -201,12 +201,13 @@ _STARTUP_PATTERNS: dict[str, re.Pattern[str]] = {
     # >= mamba page size."
     "block_size": re.compile(r"Setting attention block size to " + _NUM + r" tokens"),
     "async_scheduling": re.compile(r"Asynchronous scheduling is (enabled|disabled)"),
+    "max_num_batched_tokens": re.compile(r"max_num_batched_tokens=" + _NUM),
     # "Overriding num_gpu_blocks=7302 with num_gpu_blocks_override=586"
     "num_gpu_blocks_override": re.compile(r"Overriding num_gpu_blocks=" + _NUM + r" with num_gpu_blocks_override=" + _NUM),
 }
 
 _STARTUP_KEYWORDS = ("took", "takes", "KV cache", "version", "concurrency", "max model len", "block size",
-                     "num_gpu_blocks", "scheduling is")  # cheap pre-filter
+                     "num_gpu_blocks", "scheduling is", "max_num_batched_tokens")  # cheap pre-filter
 _HEALTHY_MARKERS = ("Application startup complete", "Starting vLLM server on", "Starting vLLM API server")
 
 _WHERE_TO_LOOK = {
@@ -264,6 +265,7 @@ class StartupReport:
     # vLLM 0.11+ logs "Asynchronous scheduling is enabled/disabled.": with it on, the engine schedules step n+1
     # before step n's result is back, so the iteration log's elapsed time is the wait for a result, not a step
     async_scheduling: bool | None = None
+    max_num_batched_tokens: int | None = None  # "Chunked prefill is enabled with max_num_batched_tokens=N."
 
     def require(self, *names: str) -> "StartupReport":
         """Return self if every named fact is known; else raise LogParseError naming the missing ones.
@@ -333,6 +335,8 @@ def _startup_line(r: StartupReport, msg: str) -> None:
         r.max_model_len = int(_num(m[1]))
     if r.block_size is None and (m := p["block_size"].search(msg)):
         r.block_size = int(_num(m[1]))
+    if r.max_num_batched_tokens is None and (m := p["max_num_batched_tokens"].search(msg)):
+        r.max_num_batched_tokens = int(_num(m[1]))
     if r.async_scheduling is None and (m := p["async_scheduling"].search(msg)):
         r.async_scheduling = m[1] == "enabled"
     if r.num_gpu_blocks_override is None and (m := p["num_gpu_blocks_override"].search(msg)):

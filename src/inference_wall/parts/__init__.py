@@ -48,7 +48,11 @@ def rig_pools(part, profile, params: dict, data_dir: Path | None = None) -> dict
 
 
 def _plan(mod, params: dict, profile, data_dir: Path | None = None):
-    return mod.plan(params, profile, pools=rig_pools(mod.NAME, profile, params, data_dir))
+    import inspect
+
+    # a part whose plan reads earlier runs (part 2's knee points: part 1's knee) takes the data dir too
+    extra = {"data_dir": data_dir} if "data_dir" in inspect.signature(mod.plan).parameters else {}
+    return mod.plan(params, profile, pools=rig_pools(mod.NAME, profile, params, data_dir), **extra)
 
 
 def plan(part, rig: str, data_dir: Path | None = None, overrides: dict | None = None):

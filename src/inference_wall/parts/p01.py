@@ -193,33 +193,48 @@ def decode_table(data_dir=None, rigs=None, loaded: dict | None = None) -> pd.Dat
     return pd.DataFrame(rows, columns=None if rows else ["rig", "batch", "step_ms", "decode_tok_s"])
 
 
+def mixed_split(pt, rate: float) -> dict | None:
+    """One rate pass, from vLLM's stats lines (one per second): generation throughput in intervals that also
+    prefilled arriving prompts against intervals of decode alone, beside the generation rate the offered load needs
+    (offered requests a second x output tokens). None when no interval had a running batch."""
+    st = pt.stats_during()
+    busy = st[st["running"] > 0] if len(st) else st
+    if not len(busy):
+        return None
+    mixed, alone = busy[busy["prompt_tok_s"] > 0], busy[busy["prompt_tok_s"] == 0]
+    return {"rig": pt.rig, "point": pt.name, "offered_rate_rps": rate,
+            "needed_gen_tok_s": rate * pt.manifest["workload"]["output_len"],
+            "gen_with_prefill_tok_s": mixed["gen_tok_s"].median() if len(mixed) else math.nan,
+            "gen_decode_only_tok_s": alone["gen_tok_s"].median() if len(alone) else math.nan,
+            "intervals_with_prefill_pct": 100 * len(mixed) / len(busy),
+            "running_median": busy["running"].median(),
+            "max_num_seqs": pt.manifest.get("max_num_seqs")}
+
+
+MIXED_COLUMNS = ["rig", "point", "offered_rate_rps", "needed_gen_tok_s", "gen_with_prefill_tok_s",
+                 "gen_decode_only_tok_s", "intervals_with_prefill_pct", "running_median", "max_num_seqs"]
+
+
 def mixed_step_table(data_dir=None, rigs: list[str] | None = None, loaded: dict | None = None) -> pd.DataFrame:
-    """Inside each measured rate pass, from vLLM's stats lines (one per second): generation throughput in
-    intervals that also prefilled arriving prompts against intervals of decode alone, beside the generation
-    rate the offered load needs (offered requests a second x output tokens)."""
+    """mixed_split of every measured rate pass."""
     rows = []
     for rig, points in (loaded if loaded is not None else measured_points(data_dir, rigs)).items():
         for name, pt in points.items():
             rate = float(pt.params.get("offered_rate_rps", math.nan)) if pt.params.get("kind") == "rate" else math.nan
-            if not math.isfinite(rate):
-                continue
-            st = pt.stats_during()
-            busy = st[st["running"] > 0] if len(st) else st
-            if not len(busy):
-                continue
-            mixed, alone = busy[busy["prompt_tok_s"] > 0], busy[busy["prompt_tok_s"] == 0]
-            rows.append({"rig": rig, "point": name, "offered_rate_rps": rate,
-                         "needed_gen_tok_s": rate * pt.manifest["workload"]["output_len"],
-                         "gen_with_prefill_tok_s": mixed["gen_tok_s"].median() if len(mixed) else math.nan,
-                         "gen_decode_only_tok_s": alone["gen_tok_s"].median() if len(alone) else math.nan,
-                         "intervals_with_prefill_pct": 100 * len(mixed) / len(busy),
-                         "running_median": busy["running"].median(),
-                         "max_num_seqs": pt.manifest.get("max_num_seqs")})
-    cols = ["rig", "point", "offered_rate_rps", "needed_gen_tok_s", "gen_with_prefill_tok_s", "gen_decode_only_tok_s",
-            "intervals_with_prefill_pct", "running_median", "max_num_seqs"]
-    return pd.DataFrame(rows, columns=cols).sort_values(["rig", "offered_rate_rps"]).reset_index(drop=True)
+            if math.isfinite(rate) and (row := mixed_split(pt, rate)) is not None:
+                rows.append(row)
+    return pd.DataFrame(rows, columns=MIXED_COLUMNS).sort_values(["rig", "offered_rate_rps"]).reset_index(drop=True)
 
 
+def part1_knee(rig: str, data_dir=None) -> float | None:
+    """The knee of part 1's rate sweep on a rig (the first offered rate completed at under KEEP_UP of it), None
+    where part 1 has no such rate there."""
+    rates = rate_table(data_dir, [rig])
+    rates = rates[rates["rig"] == rig]
+    if not len(rates):
+        return None
+    knee = analysis.knee(rates, KEEP_UP).get("knee_rps")
+    return float(knee) if knee is not None and math.isfinite(knee) else None
 
 
 def published_pool(data_dir=None):

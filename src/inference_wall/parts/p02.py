@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .. import freeze
-from ..bench import PassSpec
+from ..bench import Workload, PassSpec
 from ..analysis import Interval, combine
 from ..claims import Claim, Judgement, Missing, fmt_num, need
 from ..errors import UserError
@@ -58,6 +58,10 @@ DEFAULTS = {
     "trace_decode_s": 0.3,  # the decode-only window traced before it
     "peak_dense_tflops": None,  # the rig's peak dense fp16/bf16 FLOP/s, for the prefill roofline (set per rig profile)
     "peak_source": None,  # where that peak comes from (shown with it)
+    # Back to part 1: part 1's server and workload at part 1's knee rate on the same rig, one server per budget
+    "knee_budgets": None,  # max_num_batched_tokens per knee server (None: the chunked budgets above; []: none)
+    "knee_rps": None,  # the offered rate (None: part 1's knee on this rig, from its data; no knee, no knee points)
+    "knee_window_s": 20.0,  # the measured pass's length at that rate
 }
 
 
@@ -114,7 +118,34 @@ def check(p: dict) -> None:
         raise UserError(f"part 2: background_rate_rps must be positive, not {p['background_rate_rps']}")
 
 
-def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
+def knee_budgets(p: dict) -> list[int]:
+    return [b for b in p["budgets"] if b != OFF] if p["knee_budgets"] is None else [int(b) for b in p["knee_budgets"]]
+
+
+def knee_points(p: dict, profile, data_dir=None) -> list[PointPlan]:
+    """Back to part 1: one server per budget with part 1's configuration and workload (its max_num_seqs, prompt and
+    output lengths, on this rig) plus `--max-num-batched-tokens`, offered part 1's knee rate for a fixed window.
+    Whether a budget moves the knee: at the rate where part 1's server (vLLM's default budget) fell behind, does
+    this one keep up? Without a knee (part 1 not run on this rig, or it never fell behind) there are none."""
+    from . import parameters
+    from .p01 import part1_knee
+
+    budgets = knee_budgets(p)
+    rate = p["knee_rps"] or (part1_knee(profile.name, data_dir) if budgets else None)
+    if not budgets or not rate:
+        return []
+    p1 = parameters(1, profile.name, data_dir)
+    source = "parameter knee_rps" if p["knee_rps"] else "part 1's knee on this rig"
+    return [PointPlan(name=f"knee-b{b:05d}", session=f"knee-b{b:05d}", max_num_seqs=p1["max_num_seqs"],
+                      passes=[PassPlan("bench", "measured", PassSpec(num_prompts=max(8, math.ceil(rate * p["knee_window_s"])),
+                                                                     request_rate=float(rate), seed=7_000 + i))],
+                      serve_args=["--enable-chunked-prefill", "--max-num-batched-tokens", str(b)],
+                      workload=Workload(p1["input_len"], p1["output_len"]),
+                      params={"kind": "knee", "budget": b, "offered_rate_rps": float(rate), "knee_from": source})
+            for i, b in enumerate(budgets)]
+
+
+def plan(p: dict, profile, pools: dict | None = None, data_dir=None) -> list[PointPlan]:
     check(p)
     low, high = token_range(profile.model_preset)
     rate = float(p["background_rate_rps"])
@@ -142,7 +173,7 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
                                            "background_rate_rps": rate, "max_model_len": max_model_len(p)}))
         if p["trace"]:
             plans.append(trace_point(p, profile, budget, rate, low, high, seeds))
-    return plans
+    return plans + knee_points(p, profile, data_dir)
 
 
 def trace_length(p: dict) -> int:
@@ -173,8 +204,46 @@ def trace_point(p: dict, profile, budget: int, rate: float, low: int, high: int,
 
 
 def measured_points(data_dir=None, rigs: list[str] | None = None) -> list:
-    """The freeze points (not the traced ones, whose profiler slows the steps it records)."""
-    return [pt for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") != "trace"]
+    """The freeze points (not the traced ones, whose profiler slows the steps it records, nor the knee points)."""
+    return [pt for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") not in ("trace", "knee")]
+
+
+def knee_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """Back to part 1, per rig: part 1's own pass at its knee rate (vLLM's default budget, read from its log) and
+    each knee point's (one budget each): completed against offered, whether it kept up (part 1's rule), the
+    latencies, and the split of generation throughput between intervals that also prefilled and decode alone."""
+    from . import p01
+    from ..store import pass_summary
+
+    rows = []
+
+    def row(pt, budget, source):
+        s = pass_summary(pt)
+        rate = float(pt.params["offered_rate_rps"])
+        mix = p01.mixed_split(pt, rate) or {}
+        return {"rig": pt.rig, "budget": budget, "server": source, "offered_rate_rps": rate,
+                "completed_rps": s["completed_rps"], "completed_share": s["completed_rps"] / rate,
+                "kept_up": s["completed_rps"] / rate >= p01.KEEP_UP, "ttft_p50_ms": s["ttft_p50_ms"],
+                "ttft_p99_ms": s["ttft_p99_ms"], "itl_p50_ms": s["itl_p50_ms"], "itl_p99_ms": s["itl_p99_ms"],
+                "gen_with_prefill_tok_s": mix.get("gen_with_prefill_tok_s", math.nan),
+                "gen_decode_only_tok_s": mix.get("gen_decode_only_tok_s", math.nan),
+                "needed_gen_tok_s": mix.get("needed_gen_tok_s", math.nan)}
+
+    knees = [pt for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") == "knee"]
+    for rig in sorted({pt.rig for pt in knees}):
+        rate = float(next(pt for pt in knees if pt.rig == rig).params["offered_rate_rps"])
+        part1 = p01.measured_points(data_dir, [rig]).get(rig, {})
+        same = [pt for pt in part1.values() if pt.params.get("kind") == "rate"
+                and math.isclose(float(pt.params["offered_rate_rps"]), rate, rel_tol=1e-9)]
+        if same:
+            starts = [q.startup() for q in part1.values() if q.startup() is not None]
+            default = next((r.max_num_batched_tokens for r in starts if r.max_num_batched_tokens), None)
+            rows.append(row(same[0], default if default else math.nan, "part 1 (vLLM's default budget)"))
+        rows += [row(pt, int(pt.params["budget"]), "knee point") for pt in knees if pt.rig == rig]
+    cols = ["rig", "budget", "server", "offered_rate_rps", "completed_rps", "completed_share", "kept_up", "ttft_p50_ms",
+            "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "gen_with_prefill_tok_s", "gen_decode_only_tok_s",
+            "needed_gen_tok_s"]
+    return pd.DataFrame(rows, columns=cols)
 
 
 # ---------------------------------------------------------------------------------------------
