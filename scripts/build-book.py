@@ -50,12 +50,13 @@ def jobs(root: Path = ROOT) -> int:
 PORT_RACE = ("Kernel died before replying to kernel_info", "Address already in use")
 
 
-def main(root: Path = ROOT) -> int:
+def main(root: Path = ROOT, cmd: list[str] | None = None) -> int:
+    """Build once in a child process (`cmd`, default this script with --once); once more if it lost a port race."""
     import subprocess
 
+    cmd = cmd or [sys.executable, str(Path(__file__).resolve()), "--once", str(root)]
     for attempt in (1, 2):
-        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--once", str(root)],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
         raced = False
         for line in proc.stdout:
             sys.stdout.write(line)
