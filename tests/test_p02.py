@@ -300,10 +300,10 @@ def test_knee_points_serve_part1s_configuration_at_its_knee_once_per_budget():
     assert all(pl.params.get("kind") == "knee" for pl in p02.plan(p, prof)[-2:])  # after every freeze server
     # by default the rate is part 1's knee on the rig: a rate that part 1's server completed under its keep-up share
     knee = p01.part1_knee("cpu-tiny")
-    if knee is not None:
-        rates = p01.rate_table(None, ["cpu-tiny"]).set_index("offered_rate_rps")
-        assert rates.loc[knee, "completed_rps"] / knee < p01.KEEP_UP
-        auto = [pl for pl in p02.plan({**p, "knee_rps": None}, prof) if pl.params.get("kind") == "knee"]
-        assert {pl.passes[0].spec.request_rate for pl in auto} == {knee}
+    assert knee is not None  # its rates reach twice the flood's capacity, which no server keeps up with
+    rates = p01.rate_table(None, ["cpu-tiny"]).set_index("offered_rate_rps")
+    assert rates.loc[knee, "completed_rps"] / knee < p01.KEEP_UP
+    auto = [pl for pl in p02.plan({**p, "knee_rps": None}, prof) if pl.params.get("kind") == "knee"]
+    assert {pl.passes[0].spec.request_rate for pl in auto} == {knee}
     assert not [pl for pl in p02.plan({**p, "knee_budgets": []}, prof) if pl.params.get("kind") == "knee"]
     assert p01.part1_knee("no-such-rig-has-part-1") is None  # no part 1, no knee: no knee points

@@ -22,7 +22,6 @@ rig_info.utc_offset_s maps them to epoch seconds (as for vLLM's log stamps, stor
 from __future__ import annotations
 
 import datetime as dt
-import gzip
 import lzma
 import math
 import os
@@ -223,18 +222,9 @@ def parse_samples(text: str, utc_offset_s: float = 0.0) -> pd.DataFrame:
 
 def read_sample_file(path: Path, utc_offset_s: float = 0.0) -> pd.DataFrame:
     """parse_samples of an artefact: .xz, or .xz.gz (store.compress_large gzips any file over its limit)."""
-    from .errors import LogParseError
+    from .store import read_xz_text
 
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-        if path.suffix == ".gz":
-            raw = gzip.decompress(raw)
-        if raw[:6] == b"\xfd7zXZ\x00":
-            raw = lzma.decompress(raw)
-    except (EOFError, OSError, lzma.LZMAError) as e:
-        raise LogParseError(path, None, f"truncated or corrupt compressed file ({e})") from None
-    return parse_samples(raw.decode(errors="replace"), utc_offset_s)
+    return parse_samples(read_xz_text(path), utc_offset_s)
 
 
 def point_samples(pt) -> pd.DataFrame:

@@ -115,21 +115,11 @@ def artefact_name(label: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 def read_poll_file(path: Path) -> list[dict]:
-    """The samples of a poll artefact (see read_polls); a truncated file names itself."""
-    try:
-        if str(path).endswith(".gz"):  # store.compress_large gzips any artefact over its limit, .xz included
-            import gzip
+    """The samples of a poll artefact (see read_polls; .xz, or .xz.gz past compress_large's limit); a truncated
+    file names itself."""
+    from .store import read_xz_text
 
-            with gzip.open(path, "rb") as f:
-                text = lzma.decompress(f.read()).decode()
-        else:
-            with lzma.open(path, "rt") as f:
-                text = f.read()
-    except (EOFError, OSError, lzma.LZMAError) as e:
-        from .errors import LogParseError
-
-        raise LogParseError(Path(path), None, f"truncated or corrupt xz file ({e})") from None
-    return read_polls(text)
+    return read_polls(read_xz_text(path))
 
 
 def read_polls(text: str) -> list[dict]:

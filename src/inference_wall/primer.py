@@ -9,8 +9,7 @@ import altair as alt
 import pandas as pd
 
 from .charts import RIG_FACET
-
-OFF = 0  # part 2's budget label for chunking off
+from .parts.p02 import OFF
 
 
 def prefill_table(injections: pd.DataFrame) -> pd.DataFrame:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
+import lzma
 import json
 import os
 import pickle
@@ -204,6 +205,21 @@ def read_text(path: Path) -> str:
             return f.read()
     except (EOFError, gzip.BadGzipFile, zlib.error) as e:
         raise LogParseError(path, None, f"truncated or corrupt gzip file ({e})") from None
+
+
+def read_xz_text(path: Path) -> str:
+    """The text of an xz artefact (the poller's, the GPU sampler's): compress_large may have gzipped it on top;
+    text without the xz header is read as it is. A truncated or corrupt file names itself."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
+        if raw[:6] == b"\xfd7zXZ\x00":
+            raw = lzma.decompress(raw)
+    except (EOFError, OSError, lzma.LZMAError) as e:
+        raise LogParseError(path, None, f"truncated or corrupt compressed file ({e})") from None
+    return raw.decode(errors="replace")
 
 
 def read_artefact(point: Path, name: str) -> str:

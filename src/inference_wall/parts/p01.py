@@ -3,6 +3,7 @@ sweep (relative to the flood's measured capacity unless absolute rates are given
 batch sizes for the step-time model."""
 from __future__ import annotations
 
+import functools
 import math
 
 import pandas as pd
@@ -264,18 +265,18 @@ def vision_tower_gib(preset: str, data_dir=None, dtype_bytes: int = 2) -> float:
 
 def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
     """Every table part 1's page (and part 3's, for part 1's side of its claims) needs, each loaded once."""
-    loaded = measured_points(data_dir, [r for r in rigs if r != PUBLISHED_RIG] if rigs is not None else None)
-    return {"points": loaded, "rates": rate_table(data_dir, rigs, loaded),
-            "memory": memory_table(data_dir, rigs, loaded), "cold_warm": cold_warm_table(data_dir, rigs, loaded),
-            "decode": decode_table(data_dir, rigs, loaded), "flood_spread": flood_spread(data_dir)}
-
-
-def flood_spread(data_dir=None) -> dict[str, float]:
-    """Per rig with a repeat (a profile's `repeat_of`): how far the two runs' floods lay apart (relative),
-    for both rigs: the server-to-server spread a flood ceiling carries into the claims."""
     from ..rig import run_to_run
 
-    rr = run_to_run(data_dir)
+    loaded = measured_points(data_dir, [r for r in rigs if r != PUBLISHED_RIG] if rigs is not None else None)
+    repeats = run_to_run(data_dir)
+    return {"points": loaded, "rates": rate_table(data_dir, rigs, loaded),
+            "memory": memory_table(data_dir, rigs, loaded), "cold_warm": cold_warm_table(data_dir, rigs, loaded),
+            "decode": decode_table(data_dir, rigs, loaded), "run_to_run": repeats}
+
+
+def flood_spread(rr: pd.DataFrame) -> dict[str, float]:
+    """Per rig with a repeat (a profile's `repeat_of`): how far the two runs' floods lay apart (relative),
+    for both rigs: the server-to-server spread a flood ceiling carries into the claims. `rr`: rig.run_to_run."""
     rr = rr[(rr["part"] == NAME) & (rr["point"] == "flood") & (rr["metric"] == "output_tok_s")].dropna(subset=["difference_pct"])
     out: dict[str, float] = {}
     for r in rr.itertuples():
@@ -315,7 +316,7 @@ def rig_view(rig: str, data_dir=None, tables: dict | None = None) -> dict:
         view["cold_over_warm_p99"] = float(cw.loc["cold", "ttft_p99_ms"] / cw.loc["warm", "ttft_p99_ms"])
     if len(flood):
         f = flood.iloc[0]
-        rel = 0.0 if published else t.get("flood_spread", {}).get(rig, 0.0)
+        rel = 0.0 if published or "run_to_run" not in t else flood_spread(t["run_to_run"]).get(rig, 0.0)
         view.update(flood_tok_s=num(f["output_tok_s"]).widen(rel), flood_rps=num(f["completed_rps"]).widen(rel))
     if published:
         fit = load_reference(1, data_dir)["step_time_fit"].iloc[0]
@@ -579,15 +580,16 @@ def server_sessions(data_dir=None, rigs: list[str] | None = None) -> pd.DataFram
 
     part3 = PARTS[3]
     # part 3's sessions of a shown rig's family count even where that run has no part 1 (a repeat of part 3)
-    families = None if rigs is None else {_family(r, data_dir) for r in rigs}
+    family = functools.lru_cache(maxsize=None)(lambda rig: _family(rig, data_dir))
+    families = None if rigs is None else {family(r) for r in rigs}
     points = [pt for pt in load_points(NAME, data_dir, rigs)] + [
-        pt for pt in load_points(part3, data_dir) if families is None or _family(pt.rig, data_dir) in families]
+        pt for pt in load_points(part3, data_dir) if families is None or family(pt.rig) in families]
     points = [pt for pt in points if pt.rig != PUBLISHED_RIG]
     sessions: dict[tuple, dict] = {}
     for pt in points:
         s = pt.manifest.get("session") or {}
         key = (pt.rig, pt.part, s.get("id") or s.get("server_started"))
-        row = sessions.setdefault(key, {"family": _family(pt.rig, data_dir), "rig": pt.rig, "part": pt.part,
+        row = sessions.setdefault(key, {"family": family(pt.rig), "rig": pt.rig, "part": pt.part,
                                         "started": s.get("server_started"), "setup": _setup(pt.manifest),
                                         "start_to_healthy_s": s.get("start_to_healthy_s"), "points": [],
                                         "flood": [], "single": [], "decode": []})

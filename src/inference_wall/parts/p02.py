@@ -236,8 +236,8 @@ def knee_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
         same = [pt for pt in part1.values() if pt.params.get("kind") == "rate"
                 and math.isclose(float(pt.params["offered_rate_rps"]), rate, rel_tol=1e-9)]
         if same:
-            starts = [q.startup() for q in part1.values() if q.startup() is not None]
-            default = next((r.max_num_batched_tokens for r in starts if r.max_num_batched_tokens), None)
+            starts = (q.startup() for q in part1.values())
+            default = next((r.max_num_batched_tokens for r in starts if r is not None and r.max_num_batched_tokens), None)
             rows.append(row(same[0], default if default else math.nan, "part 1 (vLLM's default budget)"))
         rows += [row(pt, int(pt.params["budget"]), "knee point") for pt in knees if pt.rig == rig]
     cols = ["rig", "budget", "server", "offered_rate_rps", "completed_rps", "completed_share", "kept_up", "ttft_p50_ms",
@@ -320,7 +320,7 @@ def injection_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFram
     """One row per measured injection (point_injections) on every rig, with `async_scheduling`: whether the server
     logged asynchronous scheduling, under which the iteration log's elapsed time is not a step's time (steps_timed)."""
     pts = measured_points(data_dir, rigs)
-    modes = _async_by_session(load_points(NAME, data_dir, rigs))
+    modes = _async_by_session(pts)
     frames = []
     for pt in pts:
         f = point_injections(pt)
@@ -366,9 +366,10 @@ def freeze_table(injections: pd.DataFrame) -> pd.DataFrame:
     pred = [freeze.predicted_freeze_ms(r.solo_ttft_ms, r.prompt_len, None if r.budget == OFF else r.budget,
                                        r.baseline_itl_ms) for r in out.itertuples()]
     if "async_scheduling" in injections:  # a logged wait is not a step: no step time where vLLM scheduled ahead
-        timed = injections.assign(timed=steps_timed(injections)).groupby(["rig", "budget", "prompt_len"])["timed"].all()
-        out["max_step_ms"] = out["max_step_ms"].where(timed.reindex(pd.MultiIndex.from_frame(
-            out[["rig", "budget", "prompt_len"]])).fillna(True).to_numpy(dtype=bool))
+        keys = ["rig", "budget", "prompt_len"]
+        timed = injections.assign(timed=steps_timed(injections)).groupby(keys)["timed"].all().reset_index()
+        out = out.merge(timed, on=keys, how="left")
+        out["max_step_ms"] = out["max_step_ms"].where(out.pop("timed").fillna(True).astype(bool))
     out["predicted_low_ms"] = [lo for lo, _ in pred]
     out["predicted_high_ms"] = [hi for _, hi in pred]
     out.insert(1, "config", out["budget"].map(config_label))
