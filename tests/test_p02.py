@@ -142,14 +142,18 @@ def test_plan_refuses_what_vllm_would():
 
 
 def _injections(freeze_off: float, freeze_on: float, solo: float = 1000.0, base: float = 10.0, budget: int = 2048,
-                length: int = 8192, step: float | None = None) -> pd.DataFrame:
-    """Three repeats off and at `budget`; the longest step carrying the prompt is the freeze unless `step` is given."""
+                length: int = 8192, step: float | None = None, ttft_on: float | None = None,
+                asynchronous: bool | None = None) -> pd.DataFrame:
+    """Three repeats off and at `budget`; the longest step carrying the prompt is the freeze unless `step` is given.
+    The chunked prompt takes ceil(length / budget) steps and its TTFT is 1.3 x solo unless `ttft_on` is given."""
     rows = []
     for b, fz in ((0, freeze_off), (budget, freeze_on)):
         for k, jitter in enumerate((0.98, 1.0, 1.02)):
             rows.append({"rig": "r", "budget": b, "prompt_len": length, "injection": k, "freeze_ms": fz * jitter,
-                         "ttft_ms": solo * (1 if b == 0 else 1.3), "solo_ttft_ms": solo, "solo_ttft_min_ms": solo * 0.99,
-                         "solo_ttft_max_ms": solo * 1.01, "baseline_itl_ms": base, "max_step_ms": step or fz * jitter})
+                         "ttft_ms": solo if b == 0 else (ttft_on or solo * 1.3), "solo_ttft_ms": solo,
+                         "solo_ttft_min_ms": solo * 0.99, "solo_ttft_max_ms": solo * 1.01, "baseline_itl_ms": base,
+                         "max_step_ms": step or fz * jitter, "prefill_steps": 1 if b == 0 else math.ceil(length / b),
+                         "async_scheduling": asynchronous})
     return pd.DataFrame(rows)
 
 
@@ -190,6 +194,70 @@ def test_claims_not_measured_without_the_data():
     assert v["published-shrink"] == NOT_MEASURED and v["freeze-is-one-chunk"] == HOLDS
     empty = _verdicts(_injections(1005, 255).iloc[0:0])
     assert set(empty.values()) == {NOT_MEASURED}
+
+
+def test_one_step_claim_under_asynchronous_scheduling_prices_the_step_from_ttft_over_steps():
+    # the log counts 4 steps for an 8,192-token prompt at 2,048 but does not time them (vLLM scheduled ahead)
+    v = _verdicts(_injections(1005, 255, ttft_on=4 * 250, asynchronous=True, step=1.0))  # logged waits: meaningless
+    assert v["freeze-is-one-step"] == HOLDS  # 250 ms a step, + half a decode step: the freeze
+    v = _verdicts(_injections(1005, 255, ttft_on=4 * 750, asynchronous=True))  # steps three times the freeze
+    assert v["freeze-is-one-step"] == DIFFERS
+    v = _verdicts(_injections(1005, 255, step=750, asynchronous=False))  # timed steps: the longest logged one counts
+    assert v["freeze-is-one-step"] == DIFFERS
+    no_steps = _injections(1005, 255, asynchronous=True)
+    no_steps.loc[no_steps["budget"] > 0, "prefill_steps"] = 0  # the log shows no step carrying the prompt
+    assert _verdicts(no_steps)["freeze-is-one-step"] == NOT_MEASURED
+
+
+def test_chunk_step_is_priced_against_its_share_of_the_unchunked_prefill():
+    inj = _injections(1005, 300, budget=512, ttft_on=16 * 200, length=8192)  # 16 steps of 200 ms; unchunked 1,000 ms
+    table = p02.chunk_step_table(inj)
+    (row,) = table.itertuples()
+    assert row.steps == 16 and row.mean_step_ms == pytest.approx(200)
+    assert row.share_ms == pytest.approx(1000 / 16) and row.extra_ms == pytest.approx(200 - 1000 / 16)
+    assert "most of such a step is not its share" in p02.chunk_step_note(table, inj)
+    cheap = _injections(1005, 70, budget=512, ttft_on=16 * 65, length=8192)  # a step costs about its share
+    assert "costs about its share" in p02.chunk_step_note(p02.chunk_step_table(cheap), cheap)
+    assert not len(p02.chunk_step_table(inj[inj["budget"] > 0]))  # no unchunked prefill to price a share against
+
+
+def _knee(shares: dict, part1: float) -> pd.DataFrame:
+    rows = [{"rig": "r", "budget": 8192, "server": "part 1 (vLLM's default budget)", "offered_rate_rps": 30.0,
+             "completed_share": part1, "kept_up": part1 >= 0.9}]
+    rows += [{"rig": "r", "budget": b, "server": "knee point", "offered_rate_rps": 30.0, "completed_share": s,
+              "kept_up": s >= 0.9} for b, s in shares.items()]
+    return pd.DataFrame(rows)
+
+
+def test_knee_findings_weigh_budgets_against_the_repeat_of_part1s_configuration():
+    said = p02.knee_findings(_knee({8192: 0.85, 2048: 0.95, 512: 0.86}, 0.86))
+    assert "Budget 2,048 kept up: the budget moved the knee." in said
+    assert "1.0 points apart" in said and "Budgets 2,048 differ" not in said and "Budget 2,048 differs" in said
+    said = p02.knee_findings(_knee({8192: 0.80, 2048: 0.84}, 0.86))  # sessions 6 points apart: 2,048 within that
+    assert "No budget kept up" in said and "No other budget differs from part 1's share by more than that." in said
+    assert "repeats part 1's configuration" not in p02.knee_findings(_knee({2048: 0.84}, 0.86))  # no repeat: no spread
+
+
+@pytest.mark.timeout(180)
+def test_page_renders_a_rig_that_holds_knee_points_only(tmp_path):
+    """make reproduce renders the page for the rig it ran: a rig with knee points and no freeze point (the h200-run2
+    knee points) must render, with the knee table and without a freeze finding for it."""
+    import jupytext
+    import nbformat
+    import papermill
+
+    from inference_wall.schema import PUBLISHED_RIG
+
+    rig = "h200-run2"
+    assert not len(p02.measured_points(None, [rig])) and len(p02.knee_table(None, [rig]))  # knee points only
+    nb = tmp_path / "p02.ipynb"
+    nbformat.write(jupytext.read(ROOT / p02.NOTEBOOK), nb)
+    out = tmp_path / "out.ipynb"
+    papermill.execute_notebook(str(nb), str(out), parameters={"rigs": [PUBLISHED_RIG, rig]}, cwd=str(ROOT / "notebooks"),
+                               kernel_name="python3", progress_bar=False)
+    text = out.read_text()
+    assert "No rig shown on this page has run part 2's freeze points" in text
+    assert f"On {rig}, offered" in text and "no complete point" not in text
 
 
 # --- end to end on the real vLLM CPU build ----------------------------------------------------------------

@@ -246,6 +246,40 @@ def knee_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def knee_findings(knees: pd.DataFrame) -> str:
+    """What the knee table says, per rig: each budget's completed share at part 1's knee rate, whether any budget
+    kept up, and, where a knee point ran part 1's own budget (the same configuration in a new server session), how
+    far the two sessions differ: a budget whose share differs from part 1's by less than that is within the spread
+    between sessions, not an effect of the budget."""
+    lines = []
+    for rig, k in knees.groupby("rig", sort=True):
+        rate = k["offered_rate_rps"].iloc[0]
+        said = "; ".join(f"budget {int(r.budget):,}" + (" (part 1's server)" if r.server != "knee point" else "")
+                         + f" completed {r.completed_share:.0%}" for r in k.dropna(subset=["budget"]).itertuples())
+        moved = [int(r.budget) for r in k.itertuples() if r.server == "knee point" and r.kept_up]
+        line = f"On {rig}, offered {rate:.1f} req/s: {said}. " + (
+            f"Budget{'s' if len(moved) > 1 else ''} {', '.join(f'{b:,}' for b in moved)} kept up: the budget moved the "
+            "knee." if moved else "No budget kept up: the budget did not move the knee on this rig.")
+        part1 = k[k["server"] != "knee point"].dropna(subset=["budget"])
+        if len(part1):
+            default = part1.iloc[0]
+            again = k[(k["server"] == "knee point") & (k["budget"] == default["budget"])]
+            if len(again):
+                gap = abs(float(again["completed_share"].iloc[0]) - float(default["completed_share"]))
+                others = k[(k["server"] == "knee point") & (k["budget"] != default["budget"])]
+                beyond = [int(r.budget) for r in others.itertuples()
+                          if abs(r.completed_share - default["completed_share"]) > gap]
+                line += (f" The knee point at budget {int(default['budget']):,} repeats part 1's configuration in a new "
+                         f"server session: it completed {float(again['completed_share'].iloc[0]):.0%} against part 1's "
+                         f"{float(default['completed_share']):.0%}, {100 * gap:.1f} points apart (one pair of sessions: one sample of "
+                         "their spread). " + (
+                             f"Budget{'s' if len(beyond) > 1 else ''} {', '.join(f'{b:,}' for b in beyond)} differ"
+                             f"{'' if len(beyond) > 1 else 's'} from part 1's share by more than that."
+                             if beyond else "No other budget differs from part 1's share by more than that."))
+        lines.append(line)
+    return " ".join(lines)
+
+
 # ---------------------------------------------------------------------------------------------
 # Replay: per injection, per configuration and prompt length, per rig
 # ---------------------------------------------------------------------------------------------
@@ -493,11 +527,14 @@ def rig_view(injections: pd.DataFrame, rig: str, claim_budget: int = A10G_BUDGET
 
     def side(b: int, n: int) -> dict:
         rows = f[(f["budget"] == b) & (f["prompt_len"] == n)]
+        mean_step = (rows["ttft_ms"] / rows["prefill_steps"].where(rows["prefill_steps"] > 0)).dropna()
         return {"freeze": Interval.spread(rows["freeze_ms"]), "ttft": Interval.spread(rows["ttft_ms"]),
                 "solo": Interval(float(rows["solo_ttft_ms"].median()), float(rows["solo_ttft_min_ms"].min()),
                                  float(rows["solo_ttft_max_ms"].max())),
                 "baseline_ms": float(rows["baseline_itl_ms"].median()),
-                "max_step": Interval.spread(rows["max_step_ms"])}
+                "max_step": Interval.spread(rows["max_step_ms"]),
+                "mean_step": Interval.spread(mean_step) if len(mean_step) else None,
+                "steps": float(rows["prefill_steps"].median())}
 
     view.update(prompt_len=longest, off=side(OFF, longest), cmp_len=cmp_len, off_cmp=side(OFF, cmp_len))
     at = f[f["prompt_len"] == cmp_len]
@@ -539,14 +576,23 @@ def _freeze_chunked(v: dict) -> Judgement:
 
 
 def _chunk_step(v: dict) -> Judgement:
+    """The step that carried a chunk, from the server's side: the longest logged step where the iteration log times
+    steps; where vLLM scheduled asynchronously (the log times a wait, not a step), the long prompt's own TTFT over the
+    number of steps the log shows carrying it (the log still counts each step's prompt tokens): the mean such step."""
     c, b = need(v, "chunked"), need(v, "budget")
-    if not v.get("steps_timed", True):
-        raise Missing("a step time: vLLM scheduled asynchronously, so its iteration log times the wait for a result")
-    step, base = c["max_step"], c["baseline_ms"]
+    base = c["baseline_ms"]
+    if v.get("steps_timed", True):
+        step = c["max_step"]
+        what = f"longest step carrying the prompt at budget {b:,} (iteration log, over the repeats): {_fmt(step.value)} ms"
+    else:
+        step = c["mean_step"]
+        if step is None:  # no step of the log carried the prompt
+            raise Missing("the steps that carried the prompt in the iteration log")
+        what = (f"the prompt's TTFT in the stream over the {c['steps']:.0f} steps that carried it at budget {b:,} "
+                f"(vLLM scheduled asynchronously: the log counts steps, does not time them): {_fmt(step.value)} ms")
     pred = Interval(step.value + base / 2, step.low, step.high + base)
-    how = (f"longest step carrying the prompt at budget {b:,} (iteration log, over the repeats): {_fmt(step.value)} ms; "
-           f"+ 0 to 1 decode step of {_fmt(base)} ms = {_fmt(pred.low)} to {_fmt(pred.high)} ms")
-    return Judgement(pred, c["freeze"], how)
+    return Judgement(pred, c["freeze"], f"{what}; + 0 to 1 decode step of {_fmt(base)} ms = {_fmt(pred.low)} to "
+                                        f"{_fmt(pred.high)} ms")
 
 
 def _shrink(v: dict) -> Judgement:
@@ -596,10 +642,13 @@ CLAIMS = [
           "a chunk step costs more than its share of the solo prefill when a fixed cost per step dominates (small "
           "chunks, a small model) or when late chunks attend over a long prefix, less when the decodes ride free"),
     Claim("freeze-is-one-step", "With chunked prefill the streams wait one chunk step at a time.",
-          "with chunking on, the freeze (client side) = the longest engine step that carried part of the prompt "
-          "(server side, vLLM's iteration log) + 0 to 1 decode step", "ms", _chunk_step, (0.8, 1.25),
-          "the iteration log times the model's execution; with asynchronous scheduling a step's wall time can exceed it, "
-          "and a stall outside the model (the scheduler, the HTTP stream) shows in the freeze and not in the log"),
+          "with chunking on, the freeze (client side) = one engine step that carried part of the prompt (server side, "
+          "vLLM's iteration log: its longest such step, or, where vLLM schedules asynchronously and the log does not "
+          "time steps, the prompt's TTFT over the steps the log shows carrying it) + 0 to 1 decode step", "ms",
+          _chunk_step, (0.8, 1.25),
+          "a stall outside the model (the scheduler, the HTTP stream) shows in the freeze and not in the log; late "
+          "chunks attend over a longer prefix, so the longest chunk step exceeds the mean one that TTFT over steps "
+          "gives"),
     Claim("shrink-ratio", "Flipping one flag shrinks the freeze by a factor.",
           "freeze off / freeze chunked = the ratio of the two predictions above", "x", _shrink, (0.75, 1.33),
           "the ratio inherits both predictions' errors"),
@@ -619,7 +668,7 @@ CLAIMS = [
 
 
 def no_data_note() -> str:
-    return ("**Not measured yet.** No rig shown on this page has run part 2. `make reproduce PART=2 RIG=<rig>` runs it "
+    return ("**Not measured yet.** No rig shown on this page has run part 2's freeze points. `make reproduce PART=2 RIG=<rig>` runs it "
             "(on the H200: see `gpu/README.md`); the CPU test rig's run is on the [method page](../book/method.md), "
             "where it only shows that the path works.")
 
@@ -670,6 +719,48 @@ def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
                                        "share_pct", "busy_ms", "span_ms"])
 
 
+def chunk_step_table(injections: pd.DataFrame) -> pd.DataFrame:
+    """What one step that carried a chunk cost, per rig, budget and prompt length (chunked, where the same length was
+    also measured with chunking off): the steps that carried the prompt (iteration log, which counts them even where
+    it does not time them), the mean such step (the long prompt's TTFT in the stream over those steps), the prompt's
+    unchunked prefill over the same number of steps (its solo TTFT with chunking off / steps: what a step would cost
+    if a chunk cost only its share of the whole prefill) and the rest, per step."""
+    cols = ["rig", "config", "budget", "prompt_len", "steps", "mean_step_ms", "share_ms", "extra_ms", "freeze_ms"]
+    f = injections.dropna(subset=["freeze_ms"])
+    f = f[f["prefill_steps"] > 0].assign(mean_step_ms=lambda d: d["ttft_ms"] / d["prefill_steps"])
+    g = f.groupby(["rig", "budget", "prompt_len"], sort=True).agg(
+        steps=("prefill_steps", "median"), mean_step_ms=("mean_step_ms", "median"), freeze_ms=("freeze_ms", "median"),
+        solo_ttft_ms=("solo_ttft_ms", "median")).reset_index()
+    off = g[g["budget"] == OFF][["rig", "prompt_len", "solo_ttft_ms"]].rename(columns={"solo_ttft_ms": "off_solo_ms"})
+    out = g[(g["budget"] != OFF) & (g["budget"] < g["prompt_len"])].merge(off, on=["rig", "prompt_len"])
+    out["share_ms"] = out["off_solo_ms"] / out["steps"]
+    out["extra_ms"] = out["mean_step_ms"] - out["share_ms"]
+    out.insert(1, "config", out["budget"].map(config_label))
+    return out[cols].reset_index(drop=True) if len(out) else pd.DataFrame(columns=cols)
+
+
+def chunk_step_note(steps: pd.DataFrame, injections: pd.DataFrame) -> str:
+    """Per rig, at its comparable length: the mean chunk step per budget against its share of the unchunked prefill."""
+    lines = []
+    for rig, t in steps.groupby("rig", sort=True):
+        n = comparable_length(injections, rig)
+        at = t[t["prompt_len"] == n].sort_values("budget")
+        if not len(at):
+            continue
+        said = "; ".join(f"budget {int(r.budget):,}: {r.steps:.0f} steps of {fmt_num(r.mean_step_ms)} ms against a share "
+                         f"of {fmt_num(r.share_ms)} ms" for r in at.itertuples())
+        small = at.iloc[0]
+        base = float(injections[injections["rig"] == rig]["baseline_itl_ms"].median())
+        lines.append(f"On {rig}, the {n:,}-token prompt: {said}. At budget {int(small.budget):,} a step that carried a "
+                     f"chunk cost {fmt_num(small.extra_ms)} ms more than its share of the prefill, "
+                     f"{small.extra_ms / base:.1f}x the background's ordinary gap between tokens ({fmt_num(base)} ms)"
+                     + (": most of such a step is not its share of the prompt, so a smaller budget no longer shrinks "
+                        "the freeze much, and the long prompt's TTFT grows with the number of steps."
+                        if small.extra_ms > small.share_ms else
+                        ": a chunk step costs about its share of the prompt, so the freeze shrinks with the budget."))
+    return " ".join(lines)
+
+
 def trace_unsupported(data_dir=None, rigs: list[str] | None = None) -> list[str]:
     """'rig config: reason' for each traced point whose server recorded no trace."""
     out = []
@@ -685,8 +776,8 @@ def trace_note(data_dir=None, rigs: list[str] | None = None) -> str:
     """What the page says about the profiler pass of the shown rigs."""
     traced = sorted({pt.rig for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") == "trace"})
     if not traced:
-        return ("**No trace recorded yet** for the rigs shown: the profiler pass (part parameter `trace`) is off by "
-                "default and the H200 run that will record it is still to come (`gpu/README.md`). What it shows: "
+        return ("**No trace recorded** for the rigs shown: the profiler pass (part parameter `trace`) is off by "
+                "default and on in a rig profile that asks for it (the h200's; `gpu/README.md`). What it shows: "
                 "kernel time by family (matrix multiplies, attention, the recurrent layers' kernels, the rest) in a "
                 "window of decode alone and in the window of one long prompt, per configuration.")
     bad = trace_unsupported(data_dir, rigs)
