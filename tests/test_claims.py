@@ -224,3 +224,14 @@ def test_a_claim_that_cannot_fail_is_caught():
     constant = Claim("const", "s", "m", "x", lambda v: Judgement(I(1.0), I(1.0), "1 = 1"), (0.9, 1.1))
     verdicts = {constant.evaluate(v)["verdict"] for v in (part1_view(), part1_view(single_itl_ms=I(40.0)))}
     assert verdicts == {HOLDS}
+
+
+def test_no_rig_shown_gives_no_rows_and_the_tables_still_build():
+    """A page run for a rig with no point its claims read (a traced point alone) shows empty claim tables."""
+    from inference_wall.claims import ROW_COLUMNS, details, evaluate, notes, verdict_matrix
+    from inference_wall.parts import p02
+
+    rows = evaluate(p02.CLAIMS, {})
+    assert list(rows.columns) == ROW_COLUMNS and not len(rows)
+    assert not len(verdict_matrix(rows)) and not len(details(rows)) and notes(rows) == []
+    assert all(set(c.evaluate({"rig": "r"})) == set(ROW_COLUMNS) for c in p02.CLAIMS)  # no key of a row is dropped

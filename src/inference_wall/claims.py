@@ -132,9 +132,13 @@ def band_text(band: tuple[float, float]) -> str:
     return f"{fmt_num(lo)} to {fmt_num(hi)}"
 
 
+ROW_COLUMNS = ["rig", "claim", "post", "mechanism", "band", "predicted", "measured", "ratio", "ratio_low", "ratio_high",
+               "verdict", "how", "note"]
+
+
 def evaluate(claims: list[Claim], views: dict[str, dict], ref: dict | None = None) -> pd.DataFrame:
-    """One row per (rig, claim)."""
-    return pd.DataFrame([c.evaluate(view, ref) for view in views.values() for c in claims])
+    """One row per (rig, claim); no rows (with the columns) where no rig is shown."""
+    return pd.DataFrame([c.evaluate(view, ref) for view in views.values() for c in claims], columns=ROW_COLUMNS)
 
 
 def verdict_matrix(rows: pd.DataFrame) -> pd.DataFrame:
