@@ -238,6 +238,22 @@ def test_knee_findings_weigh_budgets_against_the_repeat_of_part1s_configuration(
     assert "repeats part 1's configuration" not in p02.knee_findings(_knee({2048: 0.84}, 0.86))  # no repeat: no spread
 
 
+def test_clock_note_names_the_configurations_at_the_power_cap_and_those_not_sampled():
+    clocks = pd.DataFrame([
+        {"rig": "r", "config": "chunking off", "points": 4, "sampled": 0, "sm_mhz_min": math.nan,
+         "sm_mhz_median": math.nan, "power_w_max": math.nan, "sw_power_cap_pct": math.nan},
+        {"rig": "r", "config": "chunked, budget 512", "points": 4, "sampled": 4, "sm_mhz_min": 1980.0,
+         "sm_mhz_median": 1980.0, "power_w_max": 400.0, "sw_power_cap_pct": 0.0},
+        {"rig": "r", "config": "chunked, budget 8,192", "points": 4, "sampled": 3, "sm_mhz_min": 1635.0,
+         "sm_mhz_median": 1980.0, "power_w_max": 690.0, "sw_power_cap_pct": 12.6}])
+    said = p02.clock_note(clocks)
+    assert "chunked, budget 8,192: 13% of busy samples, down to 1,635 MHz" in said
+    assert "never during chunked, budget 512" in said and "Not sampled: chunking off" in said
+    assert "no sampled freeze point met the power cap" in p02.clock_note(clocks.iloc[:2])
+    from inference_wall.gpuclocks import points_table
+    assert list(points_table([]).columns)[:2] == ["rig", "point"] and not len(p02.clock_table(None, ["no-such-rig"]))
+
+
 @pytest.mark.timeout(180)
 def test_page_renders_a_rig_that_holds_knee_points_only(tmp_path):
     """make reproduce renders the page for the rig it ran: a rig with knee points and no freeze point (the h200-run2

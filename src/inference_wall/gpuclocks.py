@@ -275,3 +275,10 @@ def point_summary(pt) -> dict | None:
     """summarize() of a point's samples, with its rig and name; None when the point has no samples."""
     row = summarize(point_samples(pt))
     return {"rig": pt.rig, "point": pt.name, **row} if row else None
+
+
+def points_table(points) -> pd.DataFrame:
+    """point_summary of every point that kept samples, one row each (empty, with the columns, when none did)."""
+    rows = [r for r in (point_summary(pt) for pt in points) if r]
+    return pd.DataFrame(rows, columns=["rig", "point", "samples", "busy_samples", "gpus", "sm_mhz_median", "sm_mhz_min",
+                                       "power_w_max", "temp_c_max", "sw_power_cap_share", "hw_slowdown_share"])

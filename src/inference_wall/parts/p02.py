@@ -719,6 +719,54 @@ def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
                                        "share_pct", "busy_ms", "span_ms"])
 
 
+def clock_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """What the GPU ran at during the freeze points, per rig and configuration (from each point's GPU samples, taken
+    once a second by nvidia-smi during its passes): the lowest and the median busy SM clock over its points, the most
+    power drawn, and the share of busy samples at the software power cap. Bigger chunks draw more power; a freeze
+    measured at lower clocks is a longer one."""
+    from ..gpuclocks import points_table
+
+    pts = measured_points(data_dir, rigs)
+    budget = {(pt.rig, pt.name): int(pt.params["budget"]) for pt in pts}
+    t = points_table(pts)
+    cols = ["rig", "config", "points", "sampled", "sm_mhz_min", "sm_mhz_median", "power_w_max", "sw_power_cap_pct"]
+    if not len(t):
+        return pd.DataFrame(columns=cols)
+    t["budget"] = [budget[(r.rig, r.point)] for r in t.itertuples()]
+    out = t.groupby(["rig", "budget"], sort=True).agg(
+        sampled=("point", "count"), sm_mhz_min=("sm_mhz_min", "min"), sm_mhz_median=("sm_mhz_median", "median"),
+        power_w_max=("power_w_max", "max"), sw_power_cap_pct=("sw_power_cap_share", lambda x: 100 * x.mean())
+    ).reset_index()
+    counts = pd.DataFrame([(r, b) for (r, _), b in budget.items()], columns=["rig", "budget"]).value_counts()
+    out = counts.rename("points").reset_index().merge(out, on=["rig", "budget"], how="left")
+    out = out[out["rig"].isin(t["rig"])]  # rigs that sampled at all
+    out["sampled"] = out["sampled"].fillna(0).astype(int)
+    out.insert(1, "config", out["budget"].map(config_label))
+    order = out["budget"].where(out["budget"] != OFF, 10**9)  # chunking off first, then the budgets from the largest
+    return out.assign(_o=order).sort_values(["rig", "_o"], ascending=[True, False])[cols].reset_index(drop=True)
+
+
+def clock_note(clocks: pd.DataFrame) -> str:
+    """Which configurations ran into the power cap, per rig ('' when none did or nothing was sampled)."""
+    lines = []
+    for rig, c in clocks.groupby("rig", sort=True):
+        unsampled = ", ".join(c[c["sampled"] == 0]["config"])
+        missing = (f" Not sampled: {unsampled} (points from before each point kept its GPU samples)."
+                   if unsampled else "")
+        c = c[c["sampled"] > 0]
+        capped = c[c["sw_power_cap_pct"] > 0]
+        if not len(capped):
+            lines.append(f"On {rig} no sampled freeze point met the power cap.{missing}")
+            continue
+        said = "; ".join(f"{r.config}: {r.sw_power_cap_pct:.0f}% of busy samples, down to {r.sm_mhz_min:,.0f} MHz"
+                         for r in capped.itertuples())
+        clear = ", ".join(c[c["sw_power_cap_pct"] == 0]["config"])
+        lines.append(f"On {rig} the GPU met its software power cap during {said}" +
+                     (f"; never during {clear}" if clear else "") +
+                     ". Those freezes were measured at the lower clocks, which lengthen a step." + missing)
+    return " ".join(lines)
+
+
 def chunk_step_table(injections: pd.DataFrame) -> pd.DataFrame:
     """What one step that carried a chunk cost, per rig, budget and prompt length (chunked, where the same length was
     also measured with chunking off): the steps that carried the prompt (iteration log, which counts them even where
@@ -736,7 +784,8 @@ def chunk_step_table(injections: pd.DataFrame) -> pd.DataFrame:
     out["share_ms"] = out["off_solo_ms"] / out["steps"]
     out["extra_ms"] = out["mean_step_ms"] - out["share_ms"]
     out.insert(1, "config", out["budget"].map(config_label))
-    return out[cols].reset_index(drop=True) if len(out) else pd.DataFrame(columns=cols)
+    order = out["budget"].where(out["budget"] != OFF, 10**9)  # chunking off first, then the budgets from the largest
+    return out.assign(_o=order).sort_values(["rig", "_o"], ascending=[True, False])[cols].reset_index(drop=True) if len(out) else pd.DataFrame(columns=cols)
 
 
 def chunk_step_note(steps: pd.DataFrame, injections: pd.DataFrame) -> str:
