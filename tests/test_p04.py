@@ -170,6 +170,7 @@ CLAIM = {c.id: c for c in p04.CLAIMS}
 @pytest.mark.parametrize("claim, holds, fails", [
     ("running-batch", _row(running_peak=4.0), _row(running_peak=5.0)),  # above the pages' limit: impossible
     ("running-batch", _row(admitted=40, running_peak=38.0), _row(admitted=40, running_peak=20.0)),  # far below
+    ("pool-override", _row(pool_logged=9), _row(pool_logged=17)),  # vLLM logged another pool than the one asked for
     ("no-preemption-fit", _row(fits=True, preemptions=0.0), _row(fits=True, preemptions=3.0)),
     ("preemption-outgrow", _row(fits=False, preemptions=5.0), _row(fits=False, preemptions=0.0)),
     ("preemption-itl", _row(preemptions=5.0, itl_p99_ms=300.0, ref_itl_p99_ms=100.0, ref_pool_pages=33),
@@ -192,6 +193,9 @@ def test_claims_apply_only_where_their_mechanism_speaks():
     assert CLAIM["running-batch"].evaluate(_row(offered_rate_rps=2.0, running_peak=1.0)) is None  # not a flood
     assert CLAIM["throughput-batch"].evaluate(_row(preemptions=3.0, pred_tok_ratio=0.8, tok_ratio=0.8,
                                                    ref_pool_pages=33)) is None  # preempted: not the batch alone
+    # at a fixed rate the admitted batch may never fill: outgrowing the pool is a flood's claim
+    assert CLAIM["preemption-outgrow"].evaluate(_row(fits=False, offered_rate_rps=2.0, preemptions=0.0)) is None
+    assert CLAIM["pool-override"].evaluate(_row(pool_logged=None))["verdict"] == p04.NOT_MEASURED
 
 
 def test_the_throughput_prediction_is_the_step_fits_decode_rate_ratio():
@@ -201,6 +205,40 @@ def test_the_throughput_prediction_is_the_step_fits_decode_rate_ratio():
     small = v["points"].set_index("pool_pages").loc[9]
     assert small["pred_tok_ratio"] == pytest.approx((2 / 12) / (8 / 18)) and small["tok_ratio"] == pytest.approx(0.4)
     assert "pred_tok_ratio" not in p04.rig_view(t, "r")["points"]  # no fit on the rig: no prediction
+
+
+def test_the_dense_model_gets_no_throughput_prediction_from_the_main_models_fit():
+    t = pd.DataFrame([_row(model="small", pool_pages=33, running_median=8.0), _row(model="small", pool_pages=9,
+                                                                                 running_median=2.0)])
+    assert p04.rig_view(t, "r", fit=(10.0, 1.0))["points"]["pred_tok_ratio"].isna().all()
+
+
+def test_a_hybrid_pool_smaller_than_the_cap_gets_the_pool_as_its_cap():
+    """vLLM 0.22.1 refuses more sequences than state pages for a model with recurrent layers under full CUDA graphs
+    (config/compilation.py): such a pool's server gets the pool as its cap, which admits the same running batch."""
+    plans = p04.plan(_params(pool_limits=[512, 16], pools=[586], small_preset="qwen2.5-0.5b", small_pools=[200]),
+                     RigProfile(name="x"))
+    for p in plans:
+        pool, cap = p.params["pool_pages"], p04.DEFAULTS["max_num_seqs"]
+        dense = p.params["model"] == "small"
+        assert p.max_num_seqs == (cap if dense else min(cap, pool)), p.name
+    starved = {p.name: p for p in plans}["pool-00065-short"]
+    assert starved.max_num_seqs == 65 < p04.DEFAULTS["max_num_seqs"]
+    assert p04.admitted(65, 65, HYBRID, 528, 256) == p04.admitted(65, p04.DEFAULTS["max_num_seqs"], HYBRID, 528, 256)
+    assert any(p.params["model"] == "small" and p.params["pool_pages"] < p04.DEFAULTS["max_num_seqs"] for p in plans)
+
+
+def test_preemptions_are_the_measured_pass_own_from_its_polls():
+    """The snapshots around a session's first point took in its warm-up; the polls cover the measured pass alone."""
+    table = p04.point_table(None, ["cpu-tiny"]).set_index("point")
+    checked = 0
+    for pt in store.load_points(p04.NAME, None, ["cpu-tiny"]):
+        polls = p04._polls(pt)
+        if len(polls):
+            assert table.loc[pt.name, "preemptions"] == (polls["preemptions_total"].iloc[-1]
+                                                         - polls["preemptions_total"].iloc[0])
+            checked += 1
+    assert checked
 
 
 def test_the_cost_claim_compares_with_the_largest_calm_pool_of_the_same_workload():

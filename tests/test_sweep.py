@@ -87,3 +87,25 @@ def test_no_file_a_sweep_writes_holds_a_secret(fake_vllm_env, monkeypatch):
     assert manifest["artefacts"]["bench.json"]["bytes"] == (ctx.rig_dir / "p0" / "bench.json").stat().st_size
     info = json.loads((ctx.rig_dir / "p0" / "server_info.json").read_text())
     assert info["vllm_env"]["VLLM_MAX_BAD_WORDS_TOTAL_TOKENS"] == 1024  # a setting, not a secret: kept
+
+
+def test_a_session_warms_up_with_the_parts_lengths_and_sizes_every_later_pass_to_its_window(fake_vllm_env):
+    """The session's warm-up floods with the part's workload (a point's own, longer lengths would make it a long
+    pass), and its rate sizes the measured passes of every point of the session to their window (not only the
+    first's)."""
+    tmp_path = fake_vllm_env
+    ctx = _context(tmp_path, RigProfile(name="fake", model_preset="tiny-dense", env={"OMP_NUM_THREADS": "1"}))
+    long_lengths = Workload(16, 32)
+    plans = [PointPlan(name=f"p{i}", session="one", max_num_seqs=4, workload=long_lengths, min_window_s=3.0,
+                       max_prompts=200, passes=[PassPlan("bench", "measured", PassSpec(num_prompts=4, seed=i))])
+             for i in range(2)]
+    assert run_sweep(plans, ctx).done == ["p0", "p1"]
+    first = json.loads((ctx.rig_dir / "p0" / "manifest.json").read_text())
+    warm, bench = first["passes"]
+    assert warm["kind"] == "warmup" and warm["workload"] == {"input_len": 8, "output_len": 4}
+    flag = lambda cmd: cmd[cmd.index("--random-input-len") + 1]  # noqa: E731
+    assert flag(warm["command"]) == "8" and flag(bench["command"]) == "16"
+    for name in ("p0", "p1"):  # the fake's warm-up completes 16 prompts a second: a 3-s window wants more than 4
+        (measured,) = [p for p in json.loads((ctx.rig_dir / name / "manifest.json").read_text())["passes"]
+                       if p["kind"] == "measured"]
+        assert measured["planned_prompts"] == 4 and measured["spec"]["num_prompts"] > 4, (name, measured)

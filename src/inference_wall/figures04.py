@@ -74,7 +74,8 @@ def throughput_vs_pool(table: pd.DataFrame) -> alt.HConcatChart:
     charts = []
     for panel, sub in data.groupby("panel", sort=True):
         short = sub[sub["workload"] == "short"]
-        knee = pd.DataFrame({"cap_pool": [int(short["max_num_seqs"].iloc[0] * short["pages_full"].iloc[0] + 1)]}
+        # admission counts a prompt's pages (p04.admitted); the part's cap is the largest (a small pool's may be lower)
+        knee = pd.DataFrame({"cap_pool": [int(short["max_num_seqs"].max() * short["pages_prompt"].iloc[0] + 1)]}
                             if len(short) else {"cap_pool": []})
         domain = [float(sub["pool_pages"].min()) * 0.8, float(sub["pool_pages"].max()) * 1.25]
         line = alt.Chart(sub).mark_line(point=True).encode(

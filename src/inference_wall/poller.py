@@ -3,7 +3,7 @@
 vLLM's stats line comes once a second and says nothing about preemptions in the versions that matter
 (0.22 prints the field only when it is non-zero, and logs no line per preemption); `/metrics` carries the
 running and waiting gauges, KV usage and the preemption counter at any moment. The poller keeps every
-response as it came, with the wall-clock time before and after the request, as one gzipped JSON-lines
+response as it came, with the wall-clock time before and after the request, as one xz-compressed JSON-lines
 artefact (`<label>-metrics.jsonl.xz`): the raw record, parsed at book time like every other artefact. xz, not
 gzip: one sample is 20-60 KB of text that changes in a few numbers, and xz's window spans many samples where
 gzip's 32 KB does not (a 19 MB pass is 1.7 MB gzipped, 32 KB as xz).

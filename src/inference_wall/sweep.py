@@ -215,6 +215,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
             server_info = None
         log_offset = 0
         warmed = False
+        warm_rps = None  # the session's warm-up flood rate: sizes every later measured pass of the session to its window
         for index, point in enumerate(points):
             if not fits(0):
                 report.pending += [p.name for p in points[index:]]
@@ -229,13 +230,14 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                 if point.resolve is not None:
                     point.resolve(point, ctx)
                 passes = list(point.passes)
+                session_warmup = None
                 if not warmed and not point.cold_start:
-                    passes.insert(0, _warmup_pass(ctx, point.max_num_seqs, session_no))
+                    session_warmup = _warmup_pass(ctx, point.max_num_seqs, session_no)
+                    passes.insert(0, session_warmup)
                 warmed = True  # a cold_start point warms the server with its own passes
                 _snapshot(server, pdir / "metrics-before.prom")
                 if index == 0 and server_info is not None:
                     (pdir / "server_info.json").write_text(redact_server_info(server_info, _secrets(ctx)))
-                warm_rps = None
                 for p in passes:
                     spec = p.spec
                     if p.kind == "measured" and point.min_window_s and warm_rps:
@@ -248,10 +250,13 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                                  point.poll_metrics_s if p.kind == "measured" else None), \
                             gpu_sampling(pdir / gpu_artefact_name(p.label), p.kind != "warmup"):
                         cmd, started, ended = run_pass(ctx.python, server.url, model.model, model.tokenizer,
-                                                       point.workload or ctx.workload, spec, pdir / f"{p.label}.json",
+                                                       # the session's warm-up floods with the part's lengths
+                                                       ctx.workload if p is session_warmup else point.workload or ctx.workload,
+                                                       spec, pdir / f"{p.label}.json",
                                                        pdir / "bench.log", env=ctx.rig.env, fork_server=forks)
                     records.append({"label": p.label, "kind": p.kind, "spec": spec.to_dict(), "command": cmd,
                                     "runner": runner,
+                                    **({"workload": asdict(ctx.workload)} if p is session_warmup else {}),
                                     "started": started, "ended": ended, "result": f"{p.label}.json",
                                     **({"side": side.record} if side else {}),
                                     **({"planned_prompts": p.spec.num_prompts} if spec is not p.spec else {})})
@@ -259,6 +264,8 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                         raise UserError("the server died during the pass")
                     if p.kind == "warmup":
                         warm_rps = _optional_rps(pdir, p.label)
+                        # the measured passes' counters (preemptions, steps) start after the warm-up
+                        _snapshot(server, pdir / "metrics-before.prom")
                 _snapshot(server, pdir / "metrics-after.prom")
             except KeyboardInterrupt as e:
                 _record_failure(pdir, point, ctx, model, log_path, log_offset, session, records, e, "interrupted", session_id)

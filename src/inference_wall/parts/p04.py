@@ -146,6 +146,15 @@ def prompts(p: dict, running: int, waves: int) -> int:
     return int(max(p["min_prompts"], min(p["max_prompts"], waves * running)))
 
 
+def state_cap(cap: int, pool: int, layout: ModelLayout) -> int:
+    """The max_num_seqs a pool's server gets. vLLM 0.22.1 refuses to start a model with recurrent (Mamba-style)
+    layers whose decode runs in full CUDA graphs when max_num_seqs exceeds the pool's pages, since each decoding
+    sequence holds a state page (config/compilation.py, "exceeds available Mamba cache blocks"): such a pool's
+    server gets the pool as its cap. Every request holds two pages or more there, so the pool admits fewer than
+    that anyway and the running batch is the same."""
+    return min(cap, pool) if layout.state_groups else cap
+
+
 def plan(p: dict, profile, pools: dict | None = None, data_dir=None) -> list[PointPlan]:
     for key in ("input_len", "output_len", "long_output_len", "max_num_seqs"):
         if int(p[key]) < 1:
@@ -161,15 +170,16 @@ def plan(p: dict, profile, pools: dict | None = None, data_dir=None) -> list[Poi
         model_limit = model_max_len(preset, data_dir)
         for pool in pools_for(p, layout, block, limits, extra):
             length = pool_max_model_len(pool, layout, block, p, model_limit, preset)
+            mns = state_cap(cap, pool, layout)
             args = ["--num-gpu-blocks-override", str(pool), "--max-model-len", str(length)]
             if p["block_size"]:
                 args += ["--block-size", str(int(p["block_size"]))]
             session = point_name(pool, "session", small)
             for workload, out, waves in (("short", p["output_len"], p["waves"]), ("long", p["long_output_len"], p["long_waves"])):
-                running = admitted(pool, cap, layout, block, p["input_len"])
+                running = admitted(pool, mns, layout, block, p["input_len"])
                 spec = PassSpec(num_prompts=prompts(p, running, waves), seed=p["seed"])
                 plans.append(PointPlan(
-                    name=point_name(pool, workload, small), session=session, max_num_seqs=cap,
+                    name=point_name(pool, workload, small), session=session, max_num_seqs=mns,
                     passes=[PassPlan("bench", "measured", spec)],
                     params={"pool_pages": pool, "workload": workload, "model": "small" if small else "main",
                             "block_size": block, "max_model_len": length, "input_len": p["input_len"],
@@ -179,7 +189,7 @@ def plan(p: dict, profile, pools: dict | None = None, data_dir=None) -> list[Poi
             for rate in p["rates_rps"] or []:
                 n = int(max(p["min_prompts"], min(p["max_prompts"], math.ceil(float(rate) * p["rate_window_s"]))))
                 plans.append(PointPlan(
-                    name=point_name(pool, f"short-r{float(rate):g}", small), session=session, max_num_seqs=cap,
+                    name=point_name(pool, f"short-r{float(rate):g}", small), session=session, max_num_seqs=mns,
                     passes=[PassPlan("bench", "measured", PassSpec(num_prompts=n, request_rate=float(rate),
                                                                    seed=p["seed"] + 1))],
                     params={"pool_pages": pool, "workload": "short", "model": "small" if small else "main",
@@ -251,9 +261,10 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
         s = pass_summary(pt)
         polls = _polls(pt)
         stats = pt.stats_during()
-        # the /metrics snapshots just before and after the pass bracket all of it; polls may miss its last moments
+        # the polls cover the measured pass alone (the poller starts with it and samples once more at its end); the
+        # snapshots around the point took in the session's warm-up too until the sweep snapshotted after it
         polled = (polls["preemptions_total"].iloc[-1] - polls["preemptions_total"].iloc[0]) if len(polls) else math.nan
-        pre = s["preemptions"] if math.isfinite(s.get("preemptions", math.nan)) else polled
+        pre = polled if math.isfinite(polled) else s["preemptions"]
         busy = polls[polls["running"] > 0] if len(polls) else polls
         rows.append({
             "rig": pt.rig, "model": prm.get("model", "main"), "workload": prm["workload"],
@@ -352,8 +363,8 @@ def rig_view(table: pd.DataFrame, rig: str, fit: tuple[float, float] | None = No
     t = reference_rows(table[table["rig"] == rig])
     if fit is not None and len(t):
         t["pred_tok_ratio"] = [decode_rate(r.running_median, fit) / decode_rate(r.ref_running_median, fit)
-                               if r.running_median > 0 and r.ref_running_median > 0 else math.nan
-                               for r in t.itertuples()]
+                               if r.model == "main" and r.running_median > 0 and r.ref_running_median > 0 else math.nan
+                               for r in t.itertuples()]  # part 1's fit is the main model's: no prediction for the dense one
         t["tok_ratio"] = t["output_tok_s"] / t["ref_output_tok_s"]
     view = {"rig": rig, "points": t, "fit": fit}
     if len(t):
@@ -451,6 +462,9 @@ def _throughput_applies(r: dict):
 
 
 CLAIMS = [
+    PointClaim("pool-override", "vLLM ran the pool it was given: its log says num_gpu_blocks_override={pool_pages:.0f}.",
+               "pages", lambda r: (float(r["pool_pages"]), float(r["pool_pages"])), lambda r: r.get("pool_logged"),
+               "vLLM ignored or changed --num-gpu-blocks-override: every prediction on this pool is off"),
     PointClaim("running-batch", "The running batch peaks at min(max_num_seqs, (pool - 1) // pages per prompt) = "
                "min({max_num_seqs:.0f}, ({pool_pages:.0f} - 1) // {pages_prompt:.0f}) = {admitted:.0f}.", "reqs",
                lambda r: (math.floor(PEAK_SAMPLING * r["admitted"]), r["admitted"]) if _flood(r) else None,
@@ -463,7 +477,7 @@ CLAIMS = [
                "requests took more pages than their lengths need (a different page layout or prefix-cache copies)"),
     PointClaim("preemption-outgrow", "{admitted:.0f} admitted requests x {pages_full:.0f} pages at full length exceed "
                "{pool_pages:.0f} - 1 pages: the server preempts.", "preemptions",
-               lambda r: (1.0, math.inf) if r.get("fits") is False else None, lambda r: r.get("preemptions"),
+               lambda r: (1.0, math.inf) if r.get("fits") is False and _flood(r) else None, lambda r: r.get("preemptions"),
                "the requests did not all grow at once (they were admitted or finished at different times), or the "
                "scheduler reserved pages for the whole output up front"),
     PointClaim("preemption-itl", "Preemption costs the stream: p99 ITL at {pool_pages:.0f} pages is above its value on "
@@ -535,10 +549,14 @@ def rigs_not_run(data_dir=None) -> list[str]:
     return sorted(r for r in other - here if not load_profile(r, data_dir).method_only)
 
 
-def arithmetic(preset: str = "qwen3.5-4b", p: dict | None = None, data_dir=None, a10g_pool: int = 586) -> dict:
-    """The page arithmetic for a model preset, from its config and its logged page size (no measurement):
-    pages per request of each workload and what the A10G's pool (586 pages, kvcache's reading of the post's
-    log) admits."""
+def arithmetic(preset: str | None = None, p: dict | None = None, data_dir=None, a10g_pool: int | None = None) -> dict:
+    """The page arithmetic for a model preset (default: the series' model), from its config and its logged page size
+    (no measurement): pages per request of each workload and what the A10G's pool (default: p01.published_pool, the
+    post's log read by kvcache) admits."""
+    from . import p01
+
+    preset = preset or p01.PUBLISHED_PRESET
+    a10g_pool = a10g_pool or p01.published_pool(data_dir).num_blocks
     p = {**DEFAULTS, **(p or {})}
     layout = ModelLayout.from_preset(preset, data_dir)
     block = block_size_for(preset, p, data_dir)
@@ -569,6 +587,8 @@ def closing_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _n(x: float) -> str:
+    if x is None or not math.isfinite(float(x)):
+        return "not measured"
     return fmt_num(float(x)) if float(x) != int(x) else f"{int(x):,}"
 
 
@@ -630,7 +650,7 @@ def earlier_runs(data_dir=None) -> pd.DataFrame:
     from ..store import load_points
 
     rows = []
-    a = arithmetic("qwen3.5-4b", data_dir=data_dir)
+    a = arithmetic(data_dir=data_dir)
     facts = load_reference(3, data_dir)["facts"]
     reported = float(facts.loc[facts["key"] == "running_batch_plateau", "value"].iloc[0])
     rows.append({"rig": PUBLISHED_RIG, "max_num_seqs": a["cap"], "pool_pages": a["a10g_pool"],
