@@ -26,8 +26,8 @@ DENSE = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2, "
          "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1000, "tie_word_embeddings": True}
 
 
-def with_gptq(config: dict, modules) -> dict:
-    return {**config, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False,
+def with_gptq(config: dict, modules, group_size: int = 128) -> dict:
+    return {**config, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": group_size, "desc_act": False,
                                               "sym": True, "modules_in_block_to_quantize": modules}}
 
 
@@ -45,8 +45,11 @@ def test_gptq_quantizes_exactly_the_listed_modules_with_group_scales():
     cfg = with_gptq(DENSE, [["mlp.down_proj"]])
     b = decode_bytes(cfg, "int4")
     assert b.quantized_names == ["mlp.down_proj"]
-    # down_proj: 512 inputs -> 4 groups of 128, 256 outputs, 2 layers: 4-bit weights + 16-bit scale + 4-bit zero
-    assert b.quantized == 2 * (512 * 256 // 2 + 4 * 256 * 2 + 4 * 256 // 2)
+    # down_proj: 512 inputs -> 4 groups of 128, 256 outputs, 2 layers: 4-bit weights + a 16-bit scale per group
+    # (vLLM 0.22.1's AutoGPTQ kernel has zero_points=False: the stored zero points are never read)
+    assert b.quantized == 2 * (512 * 256 // 2 + 4 * 256 * 2)
+    assert decode_bytes(with_gptq(DENSE, [["mlp.down_proj"]], group_size=256), "int4").quantized == \
+        2 * (512 * 256 // 2 + 2 * 256 * 2)  # the group size is read from the config
     assert b.unquantized_linear == 2 * (sum(lin.params for lin in block_linears(DENSE)) - 2 * 512 * 256)
 
 
@@ -96,8 +99,15 @@ def params(**over) -> dict:
 def test_plan_runs_every_main_server_first_and_serves_each_format_its_way():
     plans = p05.plan(params(caps=[64]), RigProfile(name="x"))
     sessions = list(dict.fromkeys(p.session for p in plans))
-    assert sessions == ["fp16-main", "int4-main", "fp8-main", "fp16-mns-064", "int4-mns-064", "fp8-mns-064"]
+    assert sessions == ["fp16-main", "int4-main", "fp8-main", "ref-main", "fp16-mns-064", "int4-mns-064",
+                        "fp8-mns-064"]
     by_name = {p.name: p for p in plans}
+    ref = [p for p in plans if p.session == "ref-main"]  # the rig's own model in 16 bits: single and decode only
+    assert {p.preset for p in ref} == {RigProfile(name="x").model_preset} and {p.params["format"] for p in ref} == {"ref"}
+    assert [p.params["kind"] for p in ref] == ["single"] + ["decode"] * len(p05.DEFAULTS["decode_batches"])
+    assert not [p for p in p05.plan(params(reference_session=False), RigProfile(name="x")) if p.session == "ref-main"]
+    same = RigProfile(name="x", model_preset=p05.DEFAULTS["model"])  # the rig's model is the part's: no reference
+    assert not [p for p in p05.plan(params(), same) if p.session == "ref-main"]
     assert by_name["int4-single"].preset == "qwen3.5-9b-gptq-int4" and by_name["int4-single"].serve_args == []
     assert by_name["fp8-decode-b032"].serve_args == ["--quantization", "fp8"]
     assert by_name["fp8-decode-b032"].preset == "qwen3.5-9b"
@@ -208,7 +218,7 @@ def test_a_rig_without_part_5_data_is_not_measured_and_figures_build():
     chart = figures05.costs_vs_bytes(long).to_dict()
     assert chart["facet"]["column"]["field"] == "quantity"
     summary = p05.variant_summary(views)
-    assert np.isclose(summary.set_index("format").loc["int4", "fixed_ms"], 3.0, rtol=0.01)
+    assert np.isclose(summary.set_index("format").loc["int4", "fixed_ms"], 3.0 + 0.1, rtol=0.01)  # the batch-1 step
     costs = pd.DataFrame([{"rig": "syn", "variant": "x", "format": "int4", "ceiling_tok_s": 1000.0, "top_cap": 8}])
     spec = figures05.cost_per_million(costs).to_dict()
     assert "price" in json.dumps(spec)
@@ -246,7 +256,7 @@ def test_a_reduced_plan_serves_the_4bit_preset_on_the_cpu_build(tmp_path):
     assert list(starts["kernels"]) == ["CPUWNA16LinearKernel for AutoGPTQLinearMethod"]
     view = p05.rig_view("cpu-tiny", p05.page_tables(data, ["cpu-tiny"]), params(max_num_seqs=2), data)
     v = view["variants"]["int4"]
-    assert v["fit"].n == 2 and "intercept" not in v  # two batches: a line without a range, kept out of the claims
+    assert v["fit"].n == 2 and "slope" not in v  # two batches: a line without a range, its slope kept out of the claims
     assert v["single_itl_ms"].value > 0 and math.isfinite(v["ceiling_tok_s"].value)
 
 
@@ -255,14 +265,52 @@ def test_a_prediction_whose_range_reaches_zero_is_inconclusive_not_an_error():
 
     tables = synthetic_tables({"ref": (4.0, 0.05), "fp16": (8.0, 0.1)})
     ref = tables["reference"]["points"]
-    # three decode batches with a wobble far larger than the intercept: its 95% range spans zero
+    # three decode batches with a wobble far larger than the slope: its 95% range spans zero
     ref = ref[ref["batch"].isin([1, 8, 32]) | (ref["kind"] == "single")].copy()
-    ref.loc[ref["batch"] == 8, "itl_p50_ms"] *= 3
+    ref.loc[ref["batch"] == 8, "itl_p50_ms"] *= 1.5
     tables["reference"]["points"] = ref
     view = p05.rig_view("syn", tables, params())
-    assert view["variants"]["ref"]["intercept"].low < 0
-    row = evaluate([c for c in p05.CLAIMS if c.id == "fixed-bytes-fp16"], {"syn": view}).iloc[0]
+    assert view["variants"]["ref"]["slope"].low < 0
+    row = evaluate([c for c in p05.CLAIMS if c.id == "per-seq-model"], {"syn": view}).iloc[0]
     assert row["verdict"] == INCONCLUSIVE
+
+
+def test_a_step_curve_that_bends_past_the_fit_batches_still_tests_the_costs():
+    """A step that grows by a fixed cost per sequence up to fit_max_batch and bends upward past it (the arithmetic
+    binding at large batches): with every variant's curve the reference's scaled by its bytes, the fixed-cost and
+    per-sequence claims hold; a line through the bend would leave them inconclusive."""
+    def bent(a, b, scale=1.0):
+        return {batch: scale * (a + b * batch + (0.0005 * (batch - 128) ** 2 if batch > 128 else 0.0))
+                for batch in BATCHES}
+
+    tables = synthetic_tables({"ref": (4.0, 0.05), "fp16": (8.0, 0.1), "fp8": (8.0, 0.1), "int4": (8.0, 0.1)})
+    r9 = gb("qwen3.5-9b", "fp16") / gb("qwen3.5-4b", "fp16")
+    curves = {"ref": bent(4.0, 0.05)}
+    for fmt in ("fp16", "fp8", "int4"):
+        curves[fmt] = bent(4.0, 0.05, r9 * gb(p05.variant_preset("qwen3.5-9b", fmt), fmt) / gb("qwen3.5-9b", "fp16"))
+    for frame, keys in ((tables["points"], ("fp16", "fp8", "int4")), (tables["reference"]["points"], ("ref",))):
+        for i, r in frame.iterrows():
+            key = "ref" if keys == ("ref",) else r["format"]
+            batch = 1 if r["kind"] == "single" else r["batch"]
+            frame.loc[i, "itl_p50_ms"] = curves[key][batch] * (1 + 0.002 * (-1) ** (BATCHES.index(batch)))
+    rows = evaluate(p05.CLAIMS, {"syn": p05.rig_view("syn", tables, params())})
+    v = dict(zip(rows["claim"], rows["verdict"]))
+    for claim in ("fixed-bytes-fp16", "fixed-bytes-fp8", "fixed-bytes-int4", "per-seq-model", "per-seq-bytes-int4",
+                  "per-seq-bytes-fp8"):
+        assert v[claim] == HOLDS, (claim, v)
+    everything = p05.rig_view("syn", tables, params(fit_max_batch=256))  # the line through the bend
+    wide = dict(zip(*[evaluate(p05.CLAIMS, {"syn": everything})[c] for c in ("claim", "verdict")]))
+    assert wide["per-seq-bytes-int4"] != HOLDS or wide["per-seq-model"] != HOLDS
+
+
+def test_the_reference_is_this_parts_own_server_where_it_ran():
+    tables = synthetic_tables({"ref": (4.0, 0.05), "fp16": (8.0, 0.1)})
+    own = tables["reference"]["points"].assign(format="ref", itl_p50_ms=lambda d: d["itl_p50_ms"] * 0.9)
+    tables["points"] = pd.concat([tables["points"], own], ignore_index=True)
+    view = p05.rig_view("syn", tables, params())
+    ref = view["variants"]["ref"]
+    assert "this part" in ref["label"] and np.isclose(ref["intercept"].value, 0.9 * (4.0 + 0.05), rtol=0.01)
+    assert "ref" not in set(p05.variant_summary({"syn": view})["format"]) - {"fp16"}  # shown once, as the reference
 
 
 def pool_view(kv16, w16, kv4, w4):

@@ -11,9 +11,11 @@ Formats (what vLLM 0.22.1 does with them, read from its source):
 - ``fp8``: ``--quantization fp8`` quantizes every ``LinearBase`` layer online to one byte per weight with one
   scale per tensor (``Fp8OnlineLinearMethod``); the output head (a ``ParallelLMHead``, not a ``LinearBase``),
   the embedding, and the Gated DeltaNet's ``conv1d`` (built without a quant config) stay 16-bit.
-- ``int4``: GPTQ, 4 bits per weight, one 16-bit scale and one 4-bit zero point per group of ``group_size``
-  inputs per output, for exactly the modules listed in ``quantization_config.modules_in_block_to_quantize``
-  (a substring of the layer's name, as ``gptq_utils.is_layer_gptq_quantized`` matches); the rest 16-bit.
+- ``int4``: GPTQ, 4 bits per weight and one 16-bit scale per group of ``group_size`` inputs per output, for
+  exactly the modules listed in ``quantization_config.modules_in_block_to_quantize`` (a substring of the layer's
+  name, as ``gptq_utils.is_layer_gptq_quantized`` matches); the rest 16-bit. A GPTQ checkpoint also stores a
+  4-bit zero point per group, but vLLM's ``AutoGPTQLinearMethod`` builds its kernel with ``zero_points=False``
+  (a symmetric type, the zero folded into it), so a step never reads them.
 """
 from __future__ import annotations
 
@@ -91,15 +93,19 @@ def quantized_modules(config: dict, fmt: str) -> list[str] | None:
     if fmt == "fp8":
         return None
     if fmt == "int4":
-        q = config.get("quantization_config") or _text(config).get("quantization_config") or {}
-        listed = q.get("modules_in_block_to_quantize") or []
+        listed = _quantization(config).get("modules_in_block_to_quantize") or []
         return [m for group in listed for m in (group if isinstance(group, list) else [group])]
     raise ValueError(f"unknown weight format {fmt!r}; valid: {', '.join(FORMATS)}")
 
 
-def _group_size(config: dict) -> int:
-    q = config.get("quantization_config") or {}
-    return int(q.get("group_size", 128))
+def _quantization(config: dict) -> dict:
+    """The checkpoint's quantization_config, at the top level or in the text config (where vLLM also looks)."""
+    return config.get("quantization_config") or _text(config).get("quantization_config") or {}
+
+
+def group_size(config: dict) -> int:
+    """GPTQ's inputs per scale group (128, GPTQ's usual size, where the config does not say)."""
+    return int(_quantization(config).get("group_size", 128))
 
 
 @dataclass(frozen=True)
@@ -107,7 +113,7 @@ class DecodeBytes:
     """What one decode step reads for one format, by component (bytes)."""
 
     fmt: str
-    quantized: int  # the matrices stored below 16 bits, with their scales and zero points
+    quantized: int  # the matrices stored below 16 bits, with the scales a step reads
     unquantized_linear: int  # block matrices left in 16 bits
     head: int  # the output head over the vocabulary (16-bit in every format)
     small: int  # norms, convolution, decay terms
@@ -141,9 +147,9 @@ def decode_bytes(config: dict, fmt: str) -> DecodeBytes:
         names.append(lin.name)
         if fmt == "fp8":
             q += lin.params + 4 * lin.layers  # one byte a weight, one fp32 scale per tensor
-        else:  # GPTQ: 4-bit weights, a 16-bit scale and a 4-bit zero per group of inputs per output
-            groups = -(-lin.inputs // _group_size(config))
-            q += lin.params // 2 + lin.layers * groups * lin.outputs * 2 + lin.layers * groups * lin.outputs // 2
+        else:  # GPTQ: 4-bit weights and a 16-bit scale per group of inputs per output (zero points: never read)
+            groups = -(-lin.inputs // group_size(config))
+            q += lin.params // 2 + lin.layers * groups * lin.outputs * 2
     head = 2 * t["vocab_size"] * t["hidden_size"]
     small = 2 * small_params(config)
     params = sum(lin.params for lin in block_linears(config)) + t["vocab_size"] * t["hidden_size"] + small_params(config)

@@ -36,6 +36,10 @@ DEFAULTS = {
     "single_prompts": 8,  # one request at a time (--max-concurrency 1)
     "decode_batches": [1, 8, 32, 64, 128, 256],  # fixed concurrency: pure decode between waves
     "decode_waves": 3,
+    "fit_max_batch": 128,  # the per-sequence cost: the step fit's slope over decode batches up to this one (where the
+    # step still grows by a fixed cost per sequence; past it the 4B's H200 steps bend upward as the arithmetic binds)
+    "reference_session": True,  # one more server in this part's run: the rig's own model (its profile's preset) in
+    # 16 bits, single stream and decode batches, so the reference shares the run's session (not parts 1/3's)
     "waves": 4,  # a flood's prompts = waves x cap, within min/max, raised to last min_window_s (as part 3)
     "min_prompts": 32,
     "max_prompts": 4096,
@@ -44,10 +48,20 @@ DEFAULTS = {
 }
 
 FORMAT_SERVE_ARGS = {"fp16": [], "int4": [], "fp8": ["--quantization", "fp8"]}
-FORMAT_LABELS = {"fp16": "16-bit", "fp8": "fp8 (online, W8A8)", "int4": "4-bit GPTQ, group 128"}
-REFERENCE = "ref"  # the rig's part-1/3 model in 16 bits
+FORMAT_LABELS = {"fp16": "16-bit", "fp8": "fp8 (online, W8A8)", "int4": "4-bit GPTQ"}  # int4: + its group (int4_label)
+REFERENCE = "ref"  # the rig's own model in 16 bits: this part's reference server, else parts 1/3
 # Agreement: measured / predicted within 20% either way (the fit's and the bandwidth's ranges come on top).
 BAND = (1 / 1.2, 1.2)
+
+
+def gptq_group(preset: str, data_dir=None) -> int:
+    """The 4-bit preset's group size, from its quantization_config."""
+    import json
+
+    from ..modelkit import preset_dir
+    from ..weightbytes import group_size
+
+    return group_size(json.loads((preset_dir(preset, data_dir) / "config.json").read_text()))
 
 
 def variant_preset(model: str, fmt: str) -> str:
@@ -102,6 +116,20 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
                                                                 max_concurrency=b, seed=next(seed)),
                                    {"kind": "decode", "batch": b}))
         plans.append(flood(fmt, mns, session))
+    ref_preset = getattr(profile, "model_preset", None)
+    if p.get("reference_session") and ref_preset and ref_preset != p["model"]:
+        seed = iter(range(1, 10_000))
+        plans.append(PointPlan(name=point_name(REFERENCE, "single"), session=f"{REFERENCE}-main", max_num_seqs=mns,
+                               passes=[PassPlan("bench", "measured", PassSpec(num_prompts=p["single_prompts"],
+                                                                              max_concurrency=1, seed=next(seed)))],
+                               params={"format": REFERENCE, "model": ref_preset, "kind": "single"}, preset=ref_preset))
+        for b in p["decode_batches"]:
+            if b <= mns:
+                plans.append(PointPlan(
+                    name=point_name(REFERENCE, f"decode-b{b:03d}"), session=f"{REFERENCE}-main", max_num_seqs=mns,
+                    passes=[PassPlan("bench", "measured", PassSpec(num_prompts=max(2 * b, p["decode_waves"] * b),
+                                                                   max_concurrency=b, seed=next(seed)))],
+                    params={"format": REFERENCE, "model": ref_preset, "kind": "decode", "batch": b}, preset=ref_preset))
     for fmt in fmts:
         for cap in sorted(int(c) for c in p["caps"]):
             if cap != mns:
@@ -212,7 +240,11 @@ def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
 
 
 def _variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidth: Interval | None, data_dir,
-             top_cap: int | None = None) -> dict:
+             top_cap: int | None = None, fit_max_batch: int | None = None) -> dict:
+    """A variant's measurements: its fixed cost is the step at batch 1 (the single stream's and the batch-1 decode
+    point's median ITL, over both: a fixed cost plus one sequence's), its per-sequence cost the slope of the step
+    fit over the decode batches up to fit_max_batch (a line through a curve that bends at large batches would
+    leave both coefficients too uncertain to judge)."""
     v: dict = {"format": fmt, "preset": preset}
     if preset:
         try:
@@ -227,11 +259,15 @@ def _variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidth: Inte
     if len(dec):
         dec = dec.assign(step_ms=dec["itl_p50_ms"], decode_tok_s=dec["batch"] * 1000.0 / dec["itl_p50_ms"])
         v["decode"] = dec
-    if len(dec) >= 2:
-        fit = analysis.linear_fit(dec["batch"], dec["step_ms"])
-        v["fit"] = fit
-        if fit.dof > 0:  # two batches give a line but no range: its coefficients stay out of the claims
-            v.update(intercept=fit.interval(lambda a, b: a + 0 * b), slope=fit.interval(lambda a, b: b + 0 * a))
+    one = [*single["itl_p50_ms"], *(dec[dec["batch"] == 1]["step_ms"] if len(dec) else [])]
+    if one:
+        v["intercept"] = Interval.spread(one)
+    bound = dec[dec["batch"] <= fit_max_batch] if fit_max_batch and len(dec) else dec
+    if len(bound) >= 2:
+        fit = analysis.linear_fit(bound["batch"], bound["step_ms"])
+        v.update(fit=fit, fit_max_batch=int(bound["batch"].max()))
+        if fit.dof > 0:  # two batches give a line but no range: its slope stays out of the claims
+            v["slope"] = fit.interval(lambda a, b: b + 0 * a)
     floods = points[points["kind"] == "flood"].sort_values("max_num_seqs")
     if len(floods):
         v["sweep"] = floods
@@ -263,23 +299,34 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
     ref = ref[ref["rig"] == rig] if len(ref) else ref
     bandwidth = _bandwidth(pts, ref)
     view: dict = {"rig": rig, "bandwidth_gb_s": bandwidth, "variants": {}}
+    pp = {**DEFAULTS, **(p or {})}
+    st = tables["starts"]
+    st = st[st["rig"] == rig] if len(st) else st
+    own = pts[pts["format"] == REFERENCE] if len(pts) else pts
+    if len(ref) and len(own):  # this part's reference server: its single stream and decode; parts 1/3's floods
+        ref = pd.concat([own, ref[ref["kind"] == "flood"]], ignore_index=True)
+    elif len(ref):  # parts 1/3 alone: their decode batches as this part's, so that the fits compare
+        ref = ref[(ref["kind"] != "decode") | ref["batch"].isin(pp["decode_batches"])]
+    elif len(own):
+        ref = own
     if len(ref):
         presets = [x for x in ref["preset"].dropna().unique()]
         rv = _variant(ref, presets[0] if presets else None, "fp16", bandwidth, data_dir,
-                      int(p["max_num_seqs"]) if p else None)
+                      int(p["max_num_seqs"]) if p else None, pp["fit_max_batch"])
+        mine = st[st["format"] == REFERENCE] if len(st) else st
         starts = tables["reference"]["starts"]
         starts = starts[starts["rig"] == rig] if len(starts) else starts
-        if len(starts):
+        if len(mine):
+            rv["weights_gib"] = float(mine.iloc[-1]["weights_gib"])
+        elif len(starts):
             rv["weights_gib"] = float(starts.sort_values("started").iloc[-1]["weights_gib"])
-        rv["label"] = f"{rv['preset']} 16-bit (parts 1 and 3)"
+        rv["label"] = f"{rv['preset']} 16-bit ({'this part' if len(own) else 'parts 1 and 3'})"
         view["variants"][REFERENCE] = rv
-    st = tables["starts"]
-    st = st[st["rig"] == rig] if len(st) else st
     for fmt in FORMATS:
         sub = pts[pts["format"] == fmt] if len(pts) else pts
         if not len(sub):
             continue
-        v = _variant(sub, sub["preset"].iloc[0], fmt, bandwidth, data_dir)
+        v = _variant(sub, sub["preset"].iloc[0], fmt, bandwidth, data_dir, fit_max_batch=pp["fit_max_batch"])
         main = st[(st["format"] == fmt)].sort_values("max_num_seqs") if len(st) else st
         if len(main):
             top = main.iloc[-1]
@@ -289,7 +336,8 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
                 # the log prints both to two decimals
                 v.update(weights_logged=Interval.printed(round(float(top["weights_gib"]), 2)),
                          kv_logged=Interval.printed(round(float(top["kv_cache_gib"]), 2)))
-        v["label"] = f"{v['preset']} {FORMAT_LABELS[fmt]}"
+        v["label"] = f"{v['preset']} {FORMAT_LABELS[fmt]}" + (f", group {gptq_group(v['preset'], data_dir)}"
+                                                             if fmt == "int4" else "")
         view["variants"][fmt] = v
     if p is not None:
         view["skipped"] = dict(p.get("skip_formats") or {})
@@ -331,9 +379,9 @@ def cost_points(views: dict[str, dict]) -> pd.DataFrame:
                 continue
             base = {"rig": rig, "variant": v["label"], "format": v["format"], "decode_gb": v["decode_gb"],
                     "reference": "yes" if key == REFERENCE else "no"}
-            for quantity, k, series in (("fixed cost (intercept)", "intercept", "measured"),
+            for quantity, k, series in (("fixed cost (batch-1 step)", "intercept", "measured"),
                                         ("per-sequence cost (slope)", "slope", "measured"),
-                                        ("fixed cost (intercept)", "floor_ms", "floor: bytes / bandwidth")):
+                                        ("fixed cost (batch-1 step)", "floor_ms", "floor: bytes / bandwidth")):
                 if isinstance(v.get(k), Interval):
                     i = v[k]
                     rows.append({**base, "quantity": quantity, "series": series, "value": i.value, "low": i.low,
@@ -416,8 +464,10 @@ def _fixed_is_floor_plus_overhead(fmt: str):
     def judge(v: dict) -> Judgement:
         x, b = _pair(v, fmt, REFERENCE)
         a0, a1 = need(b, "intercept"), need(x, "intercept")
-        f0, f1 = need(b, "floor_ms"), need(x, "floor_ms")
-        pred = combine(lambda a, lo, hi: max(a - lo, 0.0) + hi, a0, f0, f1)
+        f0, f1, bw = need(b, "floor_ms"), need(x, "floor_ms"), need(v, "bandwidth_gb_s")
+        b0, b1 = need(b, "bytes"), need(x, "bytes")
+        # both floors come from the one bandwidth: vary it once, not each floor on its own
+        pred = combine(lambda a, w: max(a - b0.floor_ms(w), 0.0) + b1.floor_ms(w), a0, bw)
         how = (f"{num(f1.value)} ms floor ({num(x['bytes'].gb)} GB / {num(v['bandwidth_gb_s'].value)} GB/s) + "
                f"({num(a0.value)} - {num(f0.value)}) ms the reference's fixed cost beyond its floor = {num(pred.value)} ms")
         return Judgement(_positive(pred), a1, how)
@@ -492,22 +542,22 @@ WHY_SLOPE = ("per-sequence work is the arithmetic of each sequence's row against
 CLAIMS = [
     Claim("fixed-bytes-fp16", "The series: a decode step's fixed cost is the weight stream, so it scales with the bytes "
           "the weights take (here: from the smaller model to the larger, both 16-bit).",
-          "reference's fixed cost x bytes ratio predicts the fp16 variant's fit intercept", "ms",
+          "reference's fixed cost (its step at batch 1) x bytes ratio predicts the fp16 variant's batch-1 step", "ms",
           _fixed_scales_with_bytes("fp16", REFERENCE), BAND, WHY_MODEL),
     Claim("fixed-bytes-fp8", "Quantizing to fp8 halves the bytes, so it halves the fixed cost.",
-          "16-bit intercept x bytes ratio predicts the fp8 intercept", "ms",
+          "16-bit batch-1 step x bytes ratio predicts the fp8 batch-1 step", "ms",
           _fixed_scales_with_bytes("fp8", "fp16"), BAND, WHY_FIXED),
     Claim("fixed-bytes-int4", "Quantizing to four bits cuts the fixed cost as much as it cuts the bytes.",
-          "16-bit intercept x bytes ratio predicts the 4-bit intercept", "ms",
+          "16-bit batch-1 step x bytes ratio predicts the 4-bit batch-1 step", "ms",
           _fixed_scales_with_bytes("int4", "fp16"), BAND, WHY_FIXED),
     Claim("fixed-floor-fp16", "The larger model's fixed cost is its own weight stream plus the non-weight cost every "
-          "step pays.", "fp16 floor (bytes / measured bandwidth) + (reference intercept - reference floor) predicts "
-          "the fp16 variant's intercept", "ms", _fixed_is_floor_plus_overhead("fp16"), BAND, WHY_MODEL),
+          "step pays.", "fp16 floor (bytes / measured bandwidth) + (reference batch-1 step - reference floor) "
+          "predicts the fp16 variant's batch-1 step", "ms", _fixed_is_floor_plus_overhead("fp16"), BAND, WHY_MODEL),
     Claim("fixed-floor-int4", "The 4-bit fixed cost is its own weight stream plus the non-weight cost every step pays.",
-          "4-bit floor (bytes / measured bandwidth) + (reference intercept - reference floor) predicts the 4-bit "
-          "intercept", "ms", _fixed_is_floor_plus_overhead("int4"), BAND, WHY_FIXED),
+          "4-bit floor (bytes / measured bandwidth) + (reference batch-1 step - reference floor) predicts the "
+          "4-bit batch-1 step", "ms", _fixed_is_floor_plus_overhead("int4"), BAND, WHY_FIXED),
     Claim("fixed-floor-fp8", "The fp8 fixed cost is its own weight stream plus the non-weight cost every step pays.",
-          "fp8 floor + (reference intercept - reference floor) predicts the fp8 intercept", "ms",
+          "fp8 floor + (reference batch-1 step - reference floor) predicts the fp8 batch-1 step", "ms",
           _fixed_is_floor_plus_overhead("fp8"), BAND, WHY_FIXED),
     Claim("single-floor-int4", "One 4-bit stream runs near its weight-stream floor.",
           "4-bit floor predicts the single-stream ITL (at least the floor, within 20% of it to hold)", "ms",
@@ -555,11 +605,12 @@ def findings(view: dict) -> str:
         if v.get("kernels"):
             parts.append(f"linear kernels: {v['kernels']}")
         parts.append(f"single-stream ITL {_iv(v.get('single_itl_ms'), 'ms')}")
+        if "intercept" in v:
+            parts.append(f"step at batch 1 (the fixed cost) {_iv(v['intercept'], 'ms')}")
         if "fit" in v:
-            a, b = (v["intercept"], v["slope"]) if "intercept" in v else (Interval.exact(v["fit"].intercept),
-                                                                          Interval.exact(v["fit"].slope))
-            parts.append(f"step = {_iv(a, 'ms')} + {_iv(b, 'ms')} x batch "
-                         f"(decode at batches {', '.join(str(int(b)) for b in v['decode']['batch'])})")
+            b = v["slope"] if "slope" in v else Interval.exact(v["fit"].slope)
+            parts.append(f"per-sequence cost {_iv(b, 'ms')} (the step fit's slope over decode batches up to "
+                         f"{v['fit_max_batch']}; measured at {', '.join(str(int(b)) for b in v['decode']['batch'])})")
         if "ceiling_tok_s" in v:
             parts.append(f"flood at cap {v['top_cap']}: {num(v['ceiling_tok_s'].value)} output tok/s")
         if v.get("admission_limit") == v.get("admission_limit") and v.get("admission_limit") is not None:
