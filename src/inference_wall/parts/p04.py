@@ -24,7 +24,7 @@ from typing import Callable
 import pandas as pd
 
 from ..bench import PassSpec, Workload
-from ..claims import fmt_num
+from ..claims import DIFFERS, HOLDS, NOT_MEASURED, fmt_num
 from ..errors import UserError
 from ..kvcache import NULL_BLOCKS, ModelLayout
 from ..store import load_points, pass_summary
@@ -379,7 +379,7 @@ def rig_view(table: pd.DataFrame, rig: str, fit: tuple[float, float] | None = No
     return view
 
 
-HOLDS, DIFFERS, NOT_MEASURED = "holds", "differs", "not measured on this rig"
+# verdicts: claims.HOLDS, DIFFERS, NOT_MEASURED (part 4 judges exact counts, so never INCONCLUSIVE)
 
 
 @dataclass(frozen=True)
