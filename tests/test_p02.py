@@ -293,8 +293,10 @@ def test_reduced_plan_end_to_end(tmp_path):
     data.mkdir()
     for name in ("models", "rigs", "reference"):
         (data / name).symlink_to(ROOT / "data" / name)
-    overrides = {"prompt_lens": [384], "budgets": [0], "injections": 1, "solo": 1, "first_after_s": 2.0, "output_len": 32,
-                 "background_rate_rps": 4.0, "tail_s": 0.5, "warmup_background_s": 1.0, "trace": True}
+    # background requests last about a second (64 tokens) and come 6 a second: some are decoding whenever the long
+    # prompt is sent (at 4 a second and 32 tokens, about 2 were in flight on average: none in about 1 run in 8)
+    overrides = {"prompt_lens": [384], "budgets": [0], "injections": 1, "solo": 1, "first_after_s": 2.0, "output_len": 64,
+                 "background_rate_rps": 6.0, "tail_s": 0.5, "warmup_background_s": 1.0, "trace": True}
     report = parts.run(2, "cpu-tiny", data, python=str(vllm_py), overrides=overrides, progress=False,
                        measure_bandwidth=False)
     assert report.done == ["off-p00384", "off-trace"], report
