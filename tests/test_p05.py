@@ -309,7 +309,7 @@ def test_the_reference_is_this_parts_own_server_where_it_ran():
     tables["points"] = pd.concat([tables["points"], own], ignore_index=True)
     view = p05.rig_view("syn", tables, params())
     ref = view["variants"]["ref"]
-    assert "this part" in ref["label"] and np.isclose(ref["intercept"].value, 0.9 * (4.0 + 0.05), rtol=0.01)
+    assert "this part" in ref["label"] and np.isclose(ref["fixed"].value, 0.9 * (4.0 + 0.05), rtol=0.01)
     assert "ref" not in set(p05.variant_summary({"syn": view})["format"]) - {"fp16"}  # shown once, as the reference
 
 

@@ -160,3 +160,10 @@ def preset_decode_bytes(preset: str, fmt: str, data_dir: Path | None = None) -> 
     from .modelkit import preset_dir
 
     return decode_bytes(json.loads((preset_dir(preset, data_dir) / "config.json").read_text()), fmt)
+
+
+def preset_group_size(preset: str, data_dir: Path | None = None) -> int:
+    """group_size of a preset's quantization_config."""
+    from .modelkit import preset_dir
+
+    return group_size(json.loads((preset_dir(preset, data_dir) / "config.json").read_text()))

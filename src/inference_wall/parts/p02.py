@@ -719,6 +719,13 @@ def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
                                        "share_pct", "busy_ms", "span_ms"])
 
 
+def _by_config(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows per rig in the page's order of configurations: chunking off, then the budgets from the largest."""
+    order = frame["budget"].where(frame["budget"] != OFF, 10**9)
+    return frame.assign(_o=order).sort_values(["rig", "_o"], ascending=[True, False]).drop(columns="_o").reset_index(
+        drop=True)
+
+
 def clock_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     """What the GPU ran at during the freeze points, per rig and configuration (from each point's GPU samples, taken
     once a second by nvidia-smi during its passes): the lowest and the median busy SM clock over its points, the most
@@ -742,8 +749,7 @@ def clock_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     out = out[out["rig"].isin(t["rig"])]  # rigs that sampled at all
     out["sampled"] = out["sampled"].fillna(0).astype(int)
     out.insert(1, "config", out["budget"].map(config_label))
-    order = out["budget"].where(out["budget"] != OFF, 10**9)  # chunking off first, then the budgets from the largest
-    return out.assign(_o=order).sort_values(["rig", "_o"], ascending=[True, False])[cols].reset_index(drop=True)
+    return _by_config(out)[cols]
 
 
 def clock_note(clocks: pd.DataFrame) -> str:
@@ -784,8 +790,7 @@ def chunk_step_table(injections: pd.DataFrame) -> pd.DataFrame:
     out["share_ms"] = out["off_solo_ms"] / out["steps"]
     out["extra_ms"] = out["mean_step_ms"] - out["share_ms"]
     out.insert(1, "config", out["budget"].map(config_label))
-    order = out["budget"].where(out["budget"] != OFF, 10**9)  # chunking off first, then the budgets from the largest
-    return out.assign(_o=order).sort_values(["rig", "_o"], ascending=[True, False])[cols].reset_index(drop=True) if len(out) else pd.DataFrame(columns=cols)
+    return _by_config(out)[cols] if len(out) else pd.DataFrame(columns=cols)
 
 
 def chunk_step_note(steps: pd.DataFrame, injections: pd.DataFrame) -> str:

@@ -20,7 +20,7 @@ from ..claims import Claim, Judgement, Missing, need
 from ..errors import UserError
 from ..store import load_points, pass_summary
 from ..sweep import PassPlan, PointPlan
-from ..weightbytes import FORMATS, preset_decode_bytes
+from ..weightbytes import FORMATS, preset_decode_bytes, preset_group_size
 
 NAME = "05-four-bits"
 NOTEBOOK = "notebooks/05-four-bits.md"
@@ -48,20 +48,10 @@ DEFAULTS = {
 }
 
 FORMAT_SERVE_ARGS = {"fp16": [], "int4": [], "fp8": ["--quantization", "fp8"]}
-FORMAT_LABELS = {"fp16": "16-bit", "fp8": "fp8 (online, W8A8)", "int4": "4-bit GPTQ"}  # int4: + its group (int4_label)
+FORMAT_LABELS = {"fp16": "16-bit", "fp8": "fp8 (online, W8A8)", "int4": "4-bit GPTQ"}  # int4: + its group (rig_view)
 REFERENCE = "ref"  # the rig's own model in 16 bits: this part's reference server, else parts 1/3
 # Agreement: measured / predicted within 20% either way (the fit's and the bandwidth's ranges come on top).
 BAND = (1 / 1.2, 1.2)
-
-
-def gptq_group(preset: str, data_dir=None) -> int:
-    """The 4-bit preset's group size, from its quantization_config."""
-    import json
-
-    from ..modelkit import preset_dir
-    from ..weightbytes import group_size
-
-    return group_size(json.loads((preset_dir(preset, data_dir) / "config.json").read_text()))
 
 
 def variant_preset(model: str, fmt: str) -> str:
@@ -98,38 +88,28 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
                          preset=variant_preset(p["model"], fmt), serve_args=list(FORMAT_SERVE_ARGS[fmt]),
                          min_window_s=p["min_window_s"], max_prompts=p["max_prompts"])
 
-    for fmt in fmts:
-        session = f"{fmt}-main"
-        preset, args = variant_preset(p["model"], fmt), list(FORMAT_SERVE_ARGS[fmt])
-        seed = iter(range(1, 10_000))  # a fresh seed per pass on this server (prefix cache); flood: p["seed"]
+    def stream_points(key: str, model: str, preset: str, args: list[str]) -> list[PointPlan]:
+        """A main server's single stream and decode batches, a fresh seed per pass (prefix cache)."""
+        seed = iter(range(1, 10_000))
 
         def point(name, spec, params):
-            return PointPlan(name=point_name(fmt, name), session=session, max_num_seqs=mns,
+            return PointPlan(name=point_name(key, name), session=f"{key}-main", max_num_seqs=mns,
                              passes=[PassPlan("bench", "measured", spec)],
-                             params={"format": fmt, "model": p["model"], **params}, preset=preset, serve_args=args)
+                             params={"format": key, "model": model, **params}, preset=preset, serve_args=list(args))
 
-        plans.append(point("single", PassSpec(num_prompts=p["single_prompts"], max_concurrency=1, seed=next(seed)),
-                           {"kind": "single"}))
-        for b in p["decode_batches"]:
-            if b <= mns:
-                plans.append(point(f"decode-b{b:03d}", PassSpec(num_prompts=max(2 * b, p["decode_waves"] * b),
-                                                                max_concurrency=b, seed=next(seed)),
-                                   {"kind": "decode", "batch": b}))
-        plans.append(flood(fmt, mns, session))
+        out = [point("single", PassSpec(num_prompts=p["single_prompts"], max_concurrency=1, seed=next(seed)),
+                     {"kind": "single"})]
+        out += [point(f"decode-b{b:03d}", PassSpec(num_prompts=max(2 * b, p["decode_waves"] * b), max_concurrency=b,
+                                                  seed=next(seed)), {"kind": "decode", "batch": b})
+                for b in p["decode_batches"] if b <= mns]
+        return out
+
+    for fmt in fmts:  # the flood keeps p["seed"], the same for every cap, format and rig
+        plans += stream_points(fmt, p["model"], variant_preset(p["model"], fmt), FORMAT_SERVE_ARGS[fmt])
+        plans.append(flood(fmt, mns, f"{fmt}-main"))
     ref_preset = getattr(profile, "model_preset", None)
     if p.get("reference_session") and ref_preset and ref_preset != p["model"]:
-        seed = iter(range(1, 10_000))
-        plans.append(PointPlan(name=point_name(REFERENCE, "single"), session=f"{REFERENCE}-main", max_num_seqs=mns,
-                               passes=[PassPlan("bench", "measured", PassSpec(num_prompts=p["single_prompts"],
-                                                                              max_concurrency=1, seed=next(seed)))],
-                               params={"format": REFERENCE, "model": ref_preset, "kind": "single"}, preset=ref_preset))
-        for b in p["decode_batches"]:
-            if b <= mns:
-                plans.append(PointPlan(
-                    name=point_name(REFERENCE, f"decode-b{b:03d}"), session=f"{REFERENCE}-main", max_num_seqs=mns,
-                    passes=[PassPlan("bench", "measured", PassSpec(num_prompts=max(2 * b, p["decode_waves"] * b),
-                                                                   max_concurrency=b, seed=next(seed)))],
-                    params={"format": REFERENCE, "model": ref_preset, "kind": "decode", "batch": b}, preset=ref_preset))
+        plans += stream_points(REFERENCE, ref_preset, ref_preset, [])
     for fmt in fmts:
         for cap in sorted(int(c) for c in p["caps"]):
             if cap != mns:
@@ -261,7 +241,7 @@ def _variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidth: Inte
         v["decode"] = dec
     one = [*single["itl_p50_ms"], *(dec[dec["batch"] == 1]["step_ms"] if len(dec) else [])]
     if one:
-        v["intercept"] = Interval.spread(one)
+        v["fixed"] = Interval.spread(one)
     bound = dec[dec["batch"] <= fit_max_batch] if fit_max_batch and len(dec) else dec
     if len(bound) >= 2:
         fit = analysis.linear_fit(bound["batch"], bound["step_ms"])
@@ -336,7 +316,7 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
                 # the log prints both to two decimals
                 v.update(weights_logged=Interval.printed(round(float(top["weights_gib"]), 2)),
                          kv_logged=Interval.printed(round(float(top["kv_cache_gib"]), 2)))
-        v["label"] = f"{v['preset']} {FORMAT_LABELS[fmt]}" + (f", group {gptq_group(v['preset'], data_dir)}"
+        v["label"] = f"{v['preset']} {FORMAT_LABELS[fmt]}" + (f", group {preset_group_size(v['preset'], data_dir)}"
                                                              if fmt == "int4" else "")
         view["variants"][fmt] = v
     if p is not None:
@@ -357,7 +337,7 @@ def variant_summary(views: dict[str, dict]) -> pd.DataFrame:
                          "decode_gb": v.get("decode_gb"), "weights_gib": v.get("weights_gib"),
                          "kv_cache_gib": v.get("kv_cache_gib"),
                          "floor_ms": val("floor_ms"), "single_itl_ms": val("single_itl_ms"),
-                         "fixed_ms": val("intercept"), "per_seq_ms": val("slope"),
+                         "fixed_ms": val("fixed"), "per_seq_ms": val("slope"),
                          "ceiling_tok_s": val("ceiling_tok_s"), "top_cap": v.get("top_cap"),
                          "admission_limit": v.get("admission_limit"), "kernels": v.get("kernels")})
     return pd.DataFrame(rows)
@@ -379,7 +359,7 @@ def cost_points(views: dict[str, dict]) -> pd.DataFrame:
                 continue
             base = {"rig": rig, "variant": v["label"], "format": v["format"], "decode_gb": v["decode_gb"],
                     "reference": "yes" if key == REFERENCE else "no"}
-            for quantity, k, series in (("fixed cost (batch-1 step)", "intercept", "measured"),
+            for quantity, k, series in (("fixed cost (batch-1 step)", "fixed", "measured"),
                                         ("per-sequence cost (slope)", "slope", "measured"),
                                         ("fixed cost (batch-1 step)", "floor_ms", "floor: bytes / bandwidth")):
                 if isinstance(v.get(k), Interval):
@@ -450,7 +430,7 @@ def _fixed_scales_with_bytes(fmt: str, base: str):
     """The series' prediction: the fixed cost is the weight stream, so it scales with the bytes a step reads."""
     def judge(v: dict) -> Judgement:
         x, b = _pair(v, fmt, base)
-        a0, a1 = need(b, "intercept"), need(x, "intercept")
+        a0, a1 = need(b, "fixed"), need(x, "fixed")
         r = need(x, "bytes").total / need(b, "bytes").total
         pred = a0.map(lambda a: a * r)
         how = (f"{num(a0.value)} ms ({b['label']}) x {num(x['bytes'].gb)} / {num(b['bytes'].gb)} GB read per step "
@@ -463,7 +443,7 @@ def _fixed_is_floor_plus_overhead(fmt: str):
     """Refined: the fixed cost is this format's weight stream plus the reference's non-weight fixed cost."""
     def judge(v: dict) -> Judgement:
         x, b = _pair(v, fmt, REFERENCE)
-        a0, a1 = need(b, "intercept"), need(x, "intercept")
+        a0, a1 = need(b, "fixed"), need(x, "fixed")
         f0, f1, bw = need(b, "floor_ms"), need(x, "floor_ms"), need(v, "bandwidth_gb_s")
         b0, b1 = need(b, "bytes"), need(x, "bytes")
         # both floors come from the one bandwidth: vary it once, not each floor on its own
@@ -605,8 +585,8 @@ def findings(view: dict) -> str:
         if v.get("kernels"):
             parts.append(f"linear kernels: {v['kernels']}")
         parts.append(f"single-stream ITL {_iv(v.get('single_itl_ms'), 'ms')}")
-        if "intercept" in v:
-            parts.append(f"step at batch 1 (the fixed cost) {_iv(v['intercept'], 'ms')}")
+        if "fixed" in v:
+            parts.append(f"step at batch 1 (the fixed cost) {_iv(v['fixed'], 'ms')}")
         if "fit" in v:
             b = v["slope"] if "slope" in v else Interval.exact(v["fit"].slope)
             parts.append(f"per-sequence cost {_iv(b, 'ms')} (the step fit's slope over decode batches up to "
