@@ -37,8 +37,11 @@ stamp=$(mktemp); status=0
 for item in $PARTS; do
   IFS=: read -r part rig points <<< "$item"
   rig=${rig:-h200}
-  left=$(( (end - $(date +%s)) / 60 ))
-  [ "$left" -ge 6 ] || { echo "h200-run: under 6 minutes left (the sweep needs one start and one point): part $part on $rig not started"; break; }
+  # the minutes left to a tenth (--budget-min takes a fraction): rounding down to whole minutes cost every call
+  # of session 6 up to a minute of the sweep's budget
+  left_s=$(( end - $(date +%s) ))
+  [ "$left_s" -ge 360 ] || { echo "h200-run: under 6 minutes left (the sweep needs one start and one point): part $part on $rig not started"; break; }
+  left=$(awk -v s="$left_s" 'BEGIN { printf "%.1f", int(s / 6) / 10 }')
   echo "h200-run: part $part, rig $rig, budget $left min${points:+, points $points}"
   make reproduce PART="$part" RIG="$rig" PYTHON=python3 \
     ARGS="--budget-min $left $EXTRA${points:+ --points ${points//,/ }}" 2>&1 | tee -a "$OUT/reproduce.log"

@@ -175,6 +175,11 @@ CLAIM = {c.id: c for c in p04.CLAIMS}
     ("preemption-outgrow", _row(fits=False, preemptions=5.0), _row(fits=False, preemptions=0.0)),
     ("preemption-itl", _row(preemptions=5.0, itl_p99_ms=300.0, ref_itl_p99_ms=100.0, ref_pool_pages=33),
      _row(preemptions=5.0, itl_p99_ms=80.0, ref_itl_p99_ms=100.0, ref_pool_pages=33)),
+    # each preemption leaves one stall; more stalls than preemptions, or far fewer, break the mechanism
+    ("preemption-stall", _row(preemptions=10.0, stalls=10.0, ref_max_gap_ms=300.0, ref_pool_pages=33),
+     _row(preemptions=10.0, stalls=12.0, ref_max_gap_ms=300.0, ref_pool_pages=33)),
+    ("preemption-stall", _row(preemptions=10.0, stalls=9.0, ref_max_gap_ms=300.0, ref_pool_pages=33),
+     _row(preemptions=10.0, stalls=4.0, ref_max_gap_ms=300.0, ref_pool_pages=33)),
     ("throughput-batch", _row(pred_tok_ratio=0.8, tok_ratio=0.85, ref_pool_pages=33, running_median=2.0,
                               ref_running_median=4.0),
      _row(pred_tok_ratio=0.8, tok_ratio=0.5, ref_pool_pages=33, running_median=2.0, ref_running_median=4.0)),
@@ -196,6 +201,39 @@ def test_claims_apply_only_where_their_mechanism_speaks():
     # at a fixed rate the admitted batch may never fill: outgrowing the pool is a flood's claim
     assert CLAIM["preemption-outgrow"].evaluate(_row(fits=False, offered_rate_rps=2.0, preemptions=0.0)) is None
     assert CLAIM["pool-override"].evaluate(_row(pool_logged=None))["verdict"] == p04.NOT_MEASURED
+    assert CLAIM["preemption-stall"].evaluate(_row(preemptions=0.0, stalls=0.0, ref_max_gap_ms=300.0)) is None
+    assert CLAIM["preemption-stall"].evaluate(_row(preemptions=4.0, stalls=4.0, ref_max_gap_ms=math.nan)) is None
+    assert CLAIM["preemption-stall"].evaluate(_row(preemptions=4.0, stalls=math.nan,
+                                                   ref_max_gap_ms=300.0))["verdict"] == p04.NOT_MEASURED
+
+
+def test_a_stall_is_a_gap_longer_than_any_on_the_calm_pool_of_the_same_workload():
+    requests = pd.DataFrame({"itl_ms": [[5.0, 5.0, 2500.0, 5.0], [6.0, 40.0], [], [5.0, 900.0, 5.0, 1200.0]]})
+    longest, kept = p04.stream_gaps(requests)
+    assert longest == 2500.0 and kept == (2500.0, 1200.0, 900.0, 40.0)  # over GAP_FLOOR_MS, longest first
+    assert p04.stream_gaps(None) == (pytest.approx(math.nan, nan_ok=True), ())
+    assert p04.stalls_over(kept, 950.0) == (2.0, pytest.approx(1.85))  # 2.5 s and 1.2 s, median in seconds
+    assert p04.stalls_over(kept, 3000.0)[0] == 0.0
+    assert math.isnan(p04.stalls_over(kept, math.nan)[0])
+    t = pd.DataFrame([_row(pool_pages=33, max_gap_ms=950.0, long_gaps_ms=(950.0, 40.0)),
+                      _row(pool_pages=5, preemptions=2.0, max_gap_ms=2500.0, long_gaps_ms=kept),
+                      _row(pool_pages=33, workload="long", preemptions=1.0, max_gap_ms=10.0, long_gaps_ms=())])
+    v = p04.rig_view(t, "r")["points"].set_index(["workload", "pool_pages"])
+    assert v.loc[("short", 5), "stalls"] == 2.0 and v.loc[("short", 33), "stalls"] == 0.0
+    assert math.isnan(v.loc[("long", 33), "stalls"])  # no calm pool for that workload: no line to cross
+    claims = p04.evaluate_claims({"r": p04.rig_view(t, "r")})
+    stall = claims[claims["claim"] == "preemption-stall"]
+    assert len(stall) == 1 and stall.iloc[0]["verdict"] == p04.HOLDS
+
+
+def test_the_engine_step_comes_from_its_counters_while_it_ran_requests():
+    polls = pd.DataFrame({"t": [0.0, 1.0, 2.0, 3.0, 4.0], "running": [0.0, 8.0, 8.0, 0.0, 0.0],
+                          "steps_total": [0.0, 10.0, 110.0, 210.0, 210.0],
+                          "generation_tokens_total": [0.0, 40.0, 840.0, 1640.0, 1640.0]})
+    s = p04.server_steps(polls)  # the first interval starts idle and is left out
+    assert s["server_step_ms"] == pytest.approx(10.0) and s["server_tok_per_step"] == pytest.approx(8.0)
+    assert s["server_gen_tok_s"] == pytest.approx(800.0)
+    assert math.isnan(p04.server_steps(polls.iloc[:1])["server_step_ms"])
 
 
 def test_the_throughput_prediction_is_the_step_fits_decode_rate_ratio():

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from ..bench import PassSpec, Workload
@@ -238,7 +239,36 @@ POINT_COLUMNS = ["rig", "model", "workload", "offered_rate_rps", "pool_pages", "
                  "pages_prompt", "pages_full", "admitted", "full_limit", "fits", "running_peak", "running_median",
                  "waiting_max", "kv_usage_max_pct", "preemptions", "preempted_per_request", "num_prompts",
                  "duration_s", "completed_rps", "output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms",
-                 "itl_p99_ms", "e2el_p50_ms", "e2el_p99_ms", "pool_logged", "point"]
+                 "itl_p99_ms", "e2el_p50_ms", "e2el_p99_ms", "max_gap_ms", "long_gaps_ms", "server_step_ms",
+                 "server_tok_per_step", "server_gen_tok_s", "pool_logged", "point"]
+
+GAP_FLOOR_MS = 20.0  # gaps kept per pass for the stall count (a stall is longer than any on a calm pool)
+
+
+def stream_gaps(requests: pd.DataFrame | None) -> tuple[float, tuple[float, ...]]:
+    """(the longest gap between two tokens of any stream in the pass, every gap over GAP_FLOOR_MS, longest first),
+    from `vllm bench serve --save-detailed`'s per-request ITLs; (nan, ()) without them."""
+    if requests is None or not len(requests):
+        return math.nan, ()
+    gaps = [g for itl in requests["itl_ms"] for g in itl]
+    if not gaps:
+        return math.nan, ()
+    return float(max(gaps)), tuple(sorted((g for g in gaps if g > GAP_FLOOR_MS), reverse=True))
+
+
+def server_steps(polls: pd.DataFrame) -> dict:
+    """What the engine did while it ran requests, from its own counters between polls: the mean step
+    (seconds over engine steps), output tokens per step and output tokens a second; intervals that start with
+    nothing running are left out."""
+    out = {"server_step_ms": math.nan, "server_tok_per_step": math.nan, "server_gen_tok_s": math.nan}
+    if len(polls) < 2:
+        return out
+    busy = (polls["running"].shift() > 0) & (polls["steps_total"].diff() > 0)
+    dt, steps = polls["t"].diff()[busy].sum(), polls["steps_total"].diff()[busy].sum()
+    gen = polls["generation_tokens_total"].diff()[busy].sum()
+    if steps > 0 and dt > 0:
+        out.update(server_step_ms=1000.0 * dt / steps, server_tok_per_step=gen / steps, server_gen_tok_s=gen / dt)
+    return out
 
 
 def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
@@ -266,6 +296,7 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
         polled = (polls["preemptions_total"].iloc[-1] - polls["preemptions_total"].iloc[0]) if len(polls) else math.nan
         pre = polled if math.isfinite(polled) else s["preemptions"]
         busy = polls[polls["running"] > 0] if len(polls) else polls
+        max_gap, long_gaps = stream_gaps(pt.bench("bench").requests)
         rows.append({
             "rig": pt.rig, "model": prm.get("model", "main"), "workload": prm["workload"],
             "offered_rate_rps": float(prm.get("offered_rate_rps", math.inf)), "pool_pages": pool,
@@ -281,7 +312,8 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
             "num_prompts": s["num_prompts"], "duration_s": s["duration_s"], "completed_rps": s["completed_rps"],
             "output_tok_s": s["output_tok_s"], "ttft_p50_ms": s["ttft_p50_ms"], "ttft_p99_ms": s["ttft_p99_ms"],
             "itl_p50_ms": s["itl_p50_ms"], "itl_p99_ms": s["itl_p99_ms"], "e2el_p50_ms": s["e2el_p50_ms"],
-            "e2el_p99_ms": s["e2el_p99_ms"], "pool_logged": pool_logged, "point": pt.name,
+            "e2el_p99_ms": s["e2el_p99_ms"], "max_gap_ms": max_gap, "long_gaps_ms": long_gaps, **server_steps(polls),
+            "pool_logged": pool_logged, "point": pt.name,
         })
     table = pd.DataFrame(rows, columns=POINT_COLUMNS)
     return table.sort_values(["rig", "model", "workload", "offered_rate_rps", "pool_pages"],
@@ -326,10 +358,10 @@ def reference_rows(table: pd.DataFrame) -> pd.DataFrame:
         if len(calm):
             ref[key] = calm.sort_values("pool_pages").iloc[-1]
     cols = {"ref_pool_pages": "pool_pages", "ref_itl_p99_ms": "itl_p99_ms", "ref_output_tok_s": "output_tok_s",
-            "ref_running_median": "running_median"}
+            "ref_running_median": "running_median", "ref_max_gap_ms": "max_gap_ms"}
     out = table.copy()
     for new, old in cols.items():
-        out[new] = [ref[k][old] if (k := (r.rig, r.model, r.workload, r.offered_rate_rps)) in ref else math.nan
+        out[new] = [ref[k].get(old, math.nan) if (k := (r.rig, r.model, r.workload, r.offered_rate_rps)) in ref else math.nan
                     for r in table.itertuples()]
     return out
 
@@ -357,10 +389,24 @@ def decode_rate(batch: float, fit: tuple[float, float]) -> float:
     return 1000.0 * batch / (a + b * batch)
 
 
+def stalls_over(gaps_ms, threshold_ms: float) -> tuple[float, float]:
+    """(how many of a pass's gaps are longer than `threshold_ms`, their median in seconds); nan where either is
+    unknown. The threshold is the longest gap of the same workload on the rig's largest calm pool: a gap longer
+    than any a pass without preemptions showed is a stall."""
+    if gaps_ms is None or not isinstance(gaps_ms, tuple) or threshold_ms is None or not math.isfinite(float(threshold_ms)):
+        return math.nan, math.nan
+    over = [g for g in gaps_ms if g > threshold_ms]
+    return float(len(over)), (float(np.median(over)) / 1000.0 if over else math.nan)
+
+
 def rig_view(table: pd.DataFrame, rig: str, fit: tuple[float, float] | None = None) -> dict:
     """Per rig: the points (with their references and, given part 1's step fit, the throughput their running
     batch predicts relative to the reference pool) and a few summary numbers for the prose."""
     t = reference_rows(table[table["rig"] == rig])
+    if len(t) and "long_gaps_ms" in t:
+        stalls = [stalls_over(r.long_gaps_ms, r.ref_max_gap_ms) for r in t.itertuples()]
+        t["stalls"] = [n for n, _ in stalls]
+        t["stall_median_s"] = [m for _, m in stalls]
     if fit is not None and len(t):
         t["pred_tok_ratio"] = [decode_rate(r.running_median, fit) / decode_rate(r.ref_running_median, fit)
                                if r.model == "main" and r.running_median > 0 and r.ref_running_median > 0 else math.nan
@@ -449,7 +495,15 @@ def _cost_applies(r: dict):
     return (1.0, math.inf)
 
 
+def _stall_applies(r: dict):
+    ref = r.get("ref_max_gap_ms")
+    if not _preempting(r) or ref is None or (isinstance(ref, float) and math.isnan(ref)):
+        return None
+    return (math.ceil(STALL_SHARE * r["preemptions"]), float(r["preemptions"]))
+
+
 PEAK_SAMPLING = 0.9  # a sampled peak may fall this far under the batch the pool admits and still count
+STALL_SHARE = 0.9  # the share of preemptions a pass's stalls must reach (repeats on one request merge into one gap)
 THROUGHPUT_TOLERANCE = 0.15  # the throughput ratio's band around its prediction (run-to-run spread, prefill share)
 
 
@@ -485,6 +539,13 @@ CLAIMS = [
                "x", _cost_applies, _ratio_over_ref("itl_p99_ms"),
                "a smaller batch shortens every step; where that outweighs the victims' wait for recompute, the tail "
                "does not grow"),
+    PointClaim("preemption-stall", "Each preemption stalls one stream while its request waits for pages and is "
+               "recomputed: the pass has as many gaps between tokens longer than any on the rig's largest pool without "
+               "preemptions ({ref_max_gap_ms:,.0f} ms at {ref_pool_pages:.0f} pages) as it counted preemptions "
+               "({preemptions:.0f}), never more; a request preempted again before its next token merges two into one gap.",
+               "stalls", _stall_applies, lambda r: r.get("stalls"),
+               "requests were preempted again before they resumed (likelier the more preemptions per request), or before "
+               "their first token, where the wait lands in TTFT, not between tokens"),
     PointClaim("throughput-batch", "Without preemptions a smaller pool costs only its smaller batch: throughput here over "
                "throughput at {ref_pool_pages:.0f} pages = decode rate at a batch of {running_median:.0f} over that at "
                "{ref_running_median:.0f}, from part 1's step fit on this rig ({pred_tok_ratio:.2f}).", "x",
@@ -622,10 +683,41 @@ def findings(view: dict) -> str:
                     ref = calm.sort_values("pool_pages").iloc[-1]
                     text += f" against {ref.itl_p99_ms:,.0f} ms at {_n(ref.pool_pages)} pages, where none was preempted"
                 text += ")."
+                text += _stall_text(worst)
+                text += _faster_text(pre, calm)
             else:
                 text += f"no pool preempted ({len(long_)} pools)."
             out.append(text)
     return "\n\n".join(out)
+
+
+def _stall_text(r) -> str:
+    """Where a preempting pass's cost lands: the stalls in its streams (see stalls_over)."""
+    stalls = getattr(r, "stalls", math.nan)
+    if stalls is None or not math.isfinite(float(stalls)) or not math.isfinite(float(r.ref_max_gap_ms)):
+        return ""
+    text = (f" Its streams show {_n(stalls)} gaps longer than any at the calm pool's "
+            f"{r.ref_max_gap_ms:,.0f} ms")
+    if stalls > 0:
+        text += f", {r.stall_median_s:.2f} s each at the median: that is where a preemption's cost lands"
+    return text + "."
+
+
+def _faster_text(pre: pd.DataFrame, calm: pd.DataFrame) -> str:
+    """A preempting pool that outran the calm one, with what the engine's own counters say it did per step."""
+    if not len(calm):
+        return ""
+    ref = calm.sort_values("pool_pages").iloc[-1]
+    fast = pre[pre["output_tok_s"] > ref["output_tok_s"]]
+    if not len(fast):
+        return ""
+    f = fast.sort_values("output_tok_s").iloc[-1]
+    return (f" At {_n(f.pool_pages)} pages, although it preempted, the flood ran {f.output_tok_s:,.0f} tok/s against "
+            f"{ref.output_tok_s:,.0f} at {_n(ref.pool_pages)} pages: the engine's own counters give "
+            f"{f.server_tok_per_step:,.0f} output tokens a step at {f.server_step_ms:.1f} ms a step there, against "
+            f"{ref.server_tok_per_step:,.0f} at {ref.server_step_ms:.1f} ms, so a step of the full batch cost "
+            f"{ref.server_step_ms / f.server_step_ms:.1f}x one of the preempted batch for "
+            f"{ref.server_tok_per_step / f.server_tok_per_step:.1f}x the tokens.")
 
 
 def published_running(data_dir=None) -> dict:
