@@ -32,7 +32,7 @@ def running_over_time(timeline: pd.DataFrame, table: pd.DataFrame) -> alt.FacetC
         y="max(admitted):Q", tooltip=[alt.Tooltip("max(admitted):Q", title="admitted at once (predicted)")])
     return alt.layer(base, rule, data=long).properties(width=220, height=110).facet(
         row=alt.Row("pool:N", title=None, sort=order), column=alt.Column("workload:N", title=None, sort=WORKLOAD_ORDER)
-    ).resolve_scale(x="independent")
+    ).resolve_scale(x="independent", y="independent")
 
 
 def preemptions(table: pd.DataFrame) -> alt.FacetChart:
