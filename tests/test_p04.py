@@ -215,9 +215,10 @@ def test_a_stall_is_a_gap_longer_than_any_on_the_calm_pool_of_the_same_workload(
     assert p04.stalls_over(kept, 950.0) == (2.0, pytest.approx(1.85))  # 2.5 s and 1.2 s, median in seconds
     assert p04.stalls_over(kept, 3000.0)[0] == 0.0
     assert math.isnan(p04.stalls_over(kept, math.nan)[0])
-    t = pd.DataFrame([_row(pool_pages=33, max_gap_ms=950.0, long_gaps_ms=(950.0, 40.0)),
-                      _row(pool_pages=5, preemptions=2.0, max_gap_ms=2500.0, long_gaps_ms=kept),
-                      _row(pool_pages=33, workload="long", preemptions=1.0, max_gap_ms=10.0, long_gaps_ms=())])
+    t = pd.DataFrame([_row(pool_pages=33, max_gap_ms=950.0, point="calm"),
+                      _row(pool_pages=5, preemptions=2.0, max_gap_ms=2500.0, point="starved"),
+                      _row(pool_pages=33, workload="long", preemptions=1.0, max_gap_ms=10.0, point="long")])
+    t = p04.add_stalls(t, {("r", "calm"): (950.0, 40.0), ("r", "starved"): kept, ("r", "long"): ()})
     v = p04.rig_view(t, "r")["points"].set_index(["workload", "pool_pages"])
     assert v.loc[("short", 5), "stalls"] == 2.0 and v.loc[("short", 33), "stalls"] == 0.0
     assert math.isnan(v.loc[("long", 33), "stalls"])  # no calm pool for that workload: no line to cross

@@ -33,10 +33,15 @@ class Missing(Exception):
     """A claim's input is not measured on this rig."""
 
 
+def missing(value) -> bool:
+    """A measurement that is not there: None or a float NaN."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def need(view: dict, key: str):
     """view[key], or Missing if the rig has no such measurement (absent, None or NaN)."""
     value = view.get(key)
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if missing(value):
         raise Missing(key)
     if isinstance(value, Interval) and math.isnan(value.value):
         raise Missing(key)

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..bench import PassSpec, Workload
-from ..claims import DIFFERS, HOLDS, NOT_MEASURED, fmt_num
+from ..claims import DIFFERS, HOLDS, NOT_MEASURED, fmt_num, missing
 from ..errors import UserError
 from ..kvcache import NULL_BLOCKS, ModelLayout
 from ..store import load_points, pass_summary
@@ -239,7 +239,7 @@ POINT_COLUMNS = ["rig", "model", "workload", "offered_rate_rps", "pool_pages", "
                  "pages_prompt", "pages_full", "admitted", "full_limit", "fits", "running_peak", "running_median",
                  "waiting_max", "kv_usage_max_pct", "preemptions", "preempted_per_request", "num_prompts",
                  "duration_s", "completed_rps", "output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms",
-                 "itl_p99_ms", "e2el_p50_ms", "e2el_p99_ms", "max_gap_ms", "long_gaps_ms", "server_step_ms",
+                 "itl_p99_ms", "e2el_p50_ms", "e2el_p99_ms", "max_gap_ms", "server_step_ms",
                  "server_tok_per_step", "server_gen_tok_s", "pool_logged", "point"]
 
 GAP_FLOOR_MS = 20.0  # gaps kept per pass for the stall count (a stall is longer than any on a calm pool)
@@ -277,7 +277,7 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     by_session: dict = {}
     for pt in pts:
         by_session.setdefault((pt.manifest.get("session") or {}).get("id"), []).append(pt)
-    rows = []
+    rows, gaps = [], {}
     for pt in pts:
         prm = pt.params
         preset = (pt.manifest.get("model") or {}).get("preset")
@@ -296,7 +296,7 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
         polled = (polls["preemptions_total"].iloc[-1] - polls["preemptions_total"].iloc[0]) if len(polls) else math.nan
         pre = polled if math.isfinite(polled) else s["preemptions"]
         busy = polls[polls["running"] > 0] if len(polls) else polls
-        max_gap, long_gaps = stream_gaps(pt.bench("bench").requests)
+        max_gap, gaps[(pt.rig, pt.name)] = stream_gaps(pt.bench("bench").requests)
         rows.append({
             "rig": pt.rig, "model": prm.get("model", "main"), "workload": prm["workload"],
             "offered_rate_rps": float(prm.get("offered_rate_rps", math.inf)), "pool_pages": pool,
@@ -312,10 +312,10 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
             "num_prompts": s["num_prompts"], "duration_s": s["duration_s"], "completed_rps": s["completed_rps"],
             "output_tok_s": s["output_tok_s"], "ttft_p50_ms": s["ttft_p50_ms"], "ttft_p99_ms": s["ttft_p99_ms"],
             "itl_p50_ms": s["itl_p50_ms"], "itl_p99_ms": s["itl_p99_ms"], "e2el_p50_ms": s["e2el_p50_ms"],
-            "e2el_p99_ms": s["e2el_p99_ms"], "max_gap_ms": max_gap, "long_gaps_ms": long_gaps, **server_steps(polls),
+            "e2el_p99_ms": s["e2el_p99_ms"], "max_gap_ms": max_gap, **server_steps(polls),
             "pool_logged": pool_logged, "point": pt.name,
         })
-    table = pd.DataFrame(rows, columns=POINT_COLUMNS)
+    table = add_stalls(pd.DataFrame(rows, columns=POINT_COLUMNS), gaps)
     return table.sort_values(["rig", "model", "workload", "offered_rate_rps", "pool_pages"],
                              ascending=[True, True, False, False, False]).reset_index(drop=True)
 
@@ -393,20 +393,24 @@ def stalls_over(gaps_ms, threshold_ms: float) -> tuple[float, float]:
     """(how many of a pass's gaps are longer than `threshold_ms`, their median in seconds); nan where either is
     unknown. The threshold is the longest gap of the same workload on the rig's largest calm pool: a gap longer
     than any a pass without preemptions showed is a stall."""
-    if gaps_ms is None or not isinstance(gaps_ms, tuple) or threshold_ms is None or not math.isfinite(float(threshold_ms)):
+    if gaps_ms is None or missing(threshold_ms):
         return math.nan, math.nan
     over = [g for g in gaps_ms if g > threshold_ms]
     return float(len(over)), (float(np.median(over)) / 1000.0 if over else math.nan)
+
+
+def add_stalls(table: pd.DataFrame, gaps: dict) -> pd.DataFrame:
+    """The table with each pass's stalls and their median (stalls_over), from its gaps over GAP_FLOOR_MS
+    (`gaps[(rig, point)]`, stream_gaps) and the longest gap of its reference pass (reference_rows)."""
+    lines = reference_rows(table)["ref_max_gap_ms"] if len(table) else []
+    stalls = [stalls_over(gaps.get((r.rig, r.point)), line) for r, line in zip(table.itertuples(), lines)]
+    return table.assign(stalls=[n for n, _ in stalls], stall_median_s=[m for _, m in stalls])
 
 
 def rig_view(table: pd.DataFrame, rig: str, fit: tuple[float, float] | None = None) -> dict:
     """Per rig: the points (with their references and, given part 1's step fit, the throughput their running
     batch predicts relative to the reference pool) and a few summary numbers for the prose."""
     t = reference_rows(table[table["rig"] == rig])
-    if len(t) and "long_gaps_ms" in t:
-        stalls = [stalls_over(r.long_gaps_ms, r.ref_max_gap_ms) for r in t.itertuples()]
-        t["stalls"] = [n for n, _ in stalls]
-        t["stall_median_s"] = [m for _, m in stalls]
     if fit is not None and len(t):
         t["pred_tok_ratio"] = [decode_rate(r.running_median, fit) / decode_rate(r.ref_running_median, fit)
                                if r.model == "main" and r.running_median > 0 and r.ref_running_median > 0 else math.nan
@@ -451,11 +455,11 @@ class PointClaim:
             return None
         lo, hi = expected
         value = self.measure(r)
-        missing = value is None or (isinstance(value, float) and math.isnan(value))
-        verdict = NOT_MEASURED if missing else (HOLDS if lo <= value <= hi else DIFFERS)
+        absent = missing(value)
+        verdict = NOT_MEASURED if absent else (HOLDS if lo <= value <= hi else DIFFERS)
         return {"claim": self.id, "rig": r.get("rig"), "statement": self.statement.format(**_format_safe(r)),
-                "expected": _range_text(lo, hi, self.unit), "measured": "" if missing else f"{fmt_num(value)} {self.unit}",
-                "value": math.nan if missing else float(value), "low": lo, "high": hi, "verdict": verdict,
+                "expected": _range_text(lo, hi, self.unit), "measured": "" if absent else f"{fmt_num(value)} {self.unit}",
+                "value": math.nan if absent else float(value), "low": lo, "high": hi, "verdict": verdict,
                 "note": self.why if verdict == DIFFERS else ""}
 
 
@@ -482,22 +486,20 @@ def _preempting(r: dict) -> bool:
 def _ratio_over_ref(key: str):
     def measure(r: dict):
         ref = r.get(f"ref_{key}")
-        if ref is None or not ref or (isinstance(ref, float) and math.isnan(ref)):
+        if missing(ref) or not ref:
             return None
         return r[key] / ref
     return measure
 
 
 def _cost_applies(r: dict):
-    ref = r.get("ref_pool_pages")
-    if not _preempting(r) or ref is None or (isinstance(ref, float) and math.isnan(ref)):
+    if not _preempting(r) or missing(r.get("ref_pool_pages")):
         return None
     return (1.0, math.inf)
 
 
 def _stall_applies(r: dict):
-    ref = r.get("ref_max_gap_ms")
-    if not _preempting(r) or ref is None or (isinstance(ref, float) and math.isnan(ref)):
+    if not _preempting(r) or missing(r.get("ref_max_gap_ms")):
         return None
     return (math.ceil(STALL_SHARE * r["preemptions"]), float(r["preemptions"]))
 
@@ -509,8 +511,7 @@ THROUGHPUT_TOLERANCE = 0.15  # the throughput ratio's band around its prediction
 
 def _throughput_applies(r: dict):
     pred = r.get("pred_tok_ratio")
-    if (_preempting(r) or pred is None or (isinstance(pred, float) and math.isnan(pred))
-            or r.get("ref_pool_pages") == r.get("pool_pages")):
+    if _preempting(r) or missing(pred) or r.get("ref_pool_pages") == r.get("pool_pages"):
         return None
     return (pred * (1 - THROUGHPUT_TOLERANCE), pred * (1 + THROUGHPUT_TOLERANCE))
 
@@ -694,7 +695,7 @@ def findings(view: dict) -> str:
 def _stall_text(r) -> str:
     """Where a preempting pass's cost lands: the stalls in its streams (see stalls_over)."""
     stalls = getattr(r, "stalls", math.nan)
-    if stalls is None or not math.isfinite(float(stalls)) or not math.isfinite(float(r.ref_max_gap_ms)):
+    if missing(stalls) or missing(r.ref_max_gap_ms):
         return ""
     text = (f" Its streams show {_n(stalls)} gaps longer than any at the calm pool's "
             f"{r.ref_max_gap_ms:,.0f} ms")
