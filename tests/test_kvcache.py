@@ -150,3 +150,39 @@ def test_a_rig_pool_fixed_by_its_profile_needs_no_start(tmp_path):
     pool = rig_pool(where, "qwen3.5-4b", data, ["--num-gpu-blocks-override", "586"])
     assert (pool.num_blocks, pool.block_size) == (586, _config_block("qwen3.5-4b"))
     assert pool.admission_limit(384) == 146
+
+
+def _start(data_dir, part, log, started, command=None, preset="qwen3.5-4b", rig="my-rig"):
+    point = data_dir / "runs" / part / rig / f"point-{started}"
+    point.mkdir(parents=True)
+    session = {"has_startup": True, "server_started": started}
+    if command is not None:
+        session["server_command"] = command
+    (point / "manifest.json").write_text(json.dumps({"status": "complete", "model": {"preset": preset},
+                                                     "session": session}))
+    (point / "server.log").write_text(log)
+
+
+def test_a_rig_pool_ignores_a_later_start_whose_pool_a_part_sized_itself(tmp_path):
+    """Part 4 overrides the pool of its servers; the rig's pool for part 3's caps or the plan's header is the
+    latest start sized as the profile sizes its servers."""
+    data = _data_dir(tmp_path, "qwen3.5-4b")
+    _start(data, "03-batching-cliff", LOG_022, 1, ["vllm", "serve", "m", "--max-num-seqs", "256"])
+    _start(data, "04-kv-starvation", LOG_OVERRIDE, 2, ["vllm", "serve", "m", "--num-gpu-blocks-override", "586"])
+    where = data / "runs" / "05-four-bits" / "my-rig"
+    assert rig_pool(where, "qwen3.5-4b", data).num_blocks == 7302
+    # the same override in the profile: that start is the rig's (here the profile alone already says it)
+    assert rig_pool(where, "qwen3.5-4b", data, ["--num-gpu-blocks-override=586"]).num_blocks == 586
+    # a manifest from before server commands were recorded still counts, as before
+    _start(data, "04-kv-starvation", LOG_OVERRIDE, 3)
+    assert rig_pool(where, "qwen3.5-4b", data).num_blocks == 586
+
+
+def test_pool_flags_reads_both_spellings_and_the_last_wins():
+    from inference_wall.kvcache import pool_flags
+
+    assert pool_flags(["serve", "--gpu-memory-utilization", "0.9", "--max-num-seqs", "8",
+                       "--gpu-memory-utilization=0.5"]) == {"--gpu-memory-utilization": "0.5"}
+    assert pool_flags(["serve", "m", "--kv-cache-memory-bytes", "268435456"]) == {
+        "--kv-cache-memory-bytes": "268435456"}
+    assert pool_flags(["serve", "m"]) == {}

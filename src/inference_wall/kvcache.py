@@ -141,7 +141,8 @@ def rig_pool(rig_dir: Path, preset: str, data_dir: Path | None = None, serve_arg
     """The KV pool of a rig for a model preset: exact when the rig's profile fixes it
     (`--num-gpu-blocks-override`, in pages of `block_size`, which needs no start of its own), else from the
     latest server start recorded for that preset in any part of the rig (`rig_dir` is one part's folder;
-    its siblings are the other parts)."""
+    its siblings are the other parts) whose pool-sizing flags are the profile's: a start that a part sized
+    itself (part 4's `--num-gpu-blocks-override`) says nothing of the pool the rig's other servers get."""
     from .store import log_startup, open_artefact, read_manifest
 
     try:
@@ -154,6 +155,7 @@ def rig_pool(rig_dir: Path, preset: str, data_dir: Path | None = None, serve_arg
         block = block_size(preset, Path(rig_dir).parent.parent, data_dir, args)
         return KVPool(n, block, layout, n, n, "the rig profile's --num-gpu-blocks-override")
     rig = Path(rig_dir).name
+    wanted = pool_flags(args)
     starts = []
     for part_dir in sorted(Path(rig_dir).parent.parent.glob(f"*/{rig}")):
         if not part_dir.is_dir():
@@ -164,12 +166,30 @@ def rig_pool(rig_dir: Path, preset: str, data_dir: Path | None = None, serve_arg
                 continue
             if (m.get("model") or {}).get("preset") != preset:
                 continue
+            command = (m.get("session") or {}).get("server_command")
+            if command is not None and pool_flags(command) != wanted:
+                continue  # a start whose pool another part sized on purpose (part 4's overrides) is not the rig's
             starts.append(((m.get("session") or {}).get("server_started") or 0, pdir))
     for _, pdir in sorted(starts, reverse=True):
         pool = pool_from_report(log_startup(open_artefact(pdir, "server.log")), layout)
         if pool is not None:
             return pool
     return None
+
+
+POOL_FLAGS = ("--num-gpu-blocks-override", "--kv-cache-memory-bytes", "--gpu-memory-utilization")
+
+
+def pool_flags(args: list[str]) -> dict[str, str]:
+    """The flags of a `vllm serve` command line that size its KV pool, with their values (the last one given
+    wins, as in vLLM's parser; `--flag=value` too)."""
+    out: dict[str, str] = {}
+    args = [str(a) for a in args]
+    for i, a in enumerate(args):
+        name, eq, value = a.partition("=")
+        if name in POOL_FLAGS:
+            out[name] = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+    return out
 
 
 def block_size(preset: str, runs_dir: Path | None = None, data_dir: Path | None = None,
