@@ -181,3 +181,20 @@ def test_plan_of_a_rig_without_a_profile_says_it_is_a_stock_server_and_the_pool_
     assert res.returncode == 0, res.stderr
     assert "profile: none (a stock vLLM server" in res.stdout
     assert "model: preset qwen3.5-4b" in res.stdout and "KV pool (qwen3.5-4b): not known yet" in res.stdout
+
+
+def test_part_5s_plan_names_the_pools_of_the_presets_it_serves(tmp_path):
+    """Part 5 serves the 9B in its formats and the rig's own model as the reference: the header gives a pool
+    line for each of those presets (not the rig's model alone, as the other parts)."""
+    from inference_wall.parts import p05
+
+    data = str(_data_dir(tmp_path))
+    res = run_cli("plan", "--part", "5", "--rig", "my-a10g", "--data-dir", data)
+    assert res.returncode == 0, res.stderr
+    pools = [line for line in res.stdout.split("{")[0].splitlines() if line.startswith("KV pool (")]
+    served = [p05.variant_preset(p05.DEFAULTS["model"], f) for f in p05.DEFAULTS["formats"]] + ["qwen3.5-4b"]
+    assert sorted(line.split("(")[1].split(")")[0] for line in pools) == sorted(set(served))
+    no_ref = run_cli("plan", "--part", "5", "--rig", "my-a10g", "--data-dir", data,
+                     "--set", "reference_session=false")
+    assert no_ref.returncode == 0, no_ref.stderr
+    assert "KV pool (qwen3.5-4b)" not in no_ref.stdout and "KV pool (qwen3.5-9b)" in no_ref.stdout

@@ -185,4 +185,5 @@ def test_pool_flags_reads_both_spellings_and_the_last_wins():
                        "--gpu-memory-utilization=0.5"]) == {"--gpu-memory-utilization": "0.5"}
     assert pool_flags(["serve", "m", "--kv-cache-memory-bytes", "268435456"]) == {
         "--kv-cache-memory-bytes": "268435456"}
-    assert pool_flags(["serve", "m"]) == {}
+    assert pool_flags(["serve", "m", "--quantization", "fp8"]) == {"--quantization": "fp8"}
+    assert pool_flags(["serve", "m", "--dtype", "float16"]) == {}

@@ -177,11 +177,13 @@ def rig_pool(rig_dir: Path, preset: str, data_dir: Path | None = None, serve_arg
     return None
 
 
-POOL_FLAGS = ("--num-gpu-blocks-override", "--kv-cache-memory-bytes", "--gpu-memory-utilization")
+# What sizes a start's KV pool beyond the preset: the pool's own flags, and the weights' format (part 5's fp8
+# server of the 16-bit preset leaves another pool than the 16-bit server).
+POOL_FLAGS = ("--num-gpu-blocks-override", "--kv-cache-memory-bytes", "--gpu-memory-utilization", "--quantization")
 
 
 def pool_flags(args: list[str]) -> dict[str, str]:
-    """The flags of a `vllm serve` command line that size its KV pool, with their values (the last one given
+    """The flags of a `vllm serve` command line that size its KV pool (POOL_FLAGS), with their values (the last one given
     wins, as in vLLM's parser; `--flag=value` too)."""
     out: dict[str, str] = {}
     args = [str(a) for a in args]

@@ -42,8 +42,12 @@ def rig_pools(part, profile, params: dict, data_dir: Path | None = None) -> dict
     """The rig's KV pool per model preset the part serves, where known (see kvcache.rig_pool)."""
     from ..kvcache import rig_pool
 
-    presets = {profile.model_preset, params.get("small_preset")} - {None}
-    where = rig_dir(module(part).NAME, profile.name, data_dir)
+    mod = module(part)
+    if hasattr(mod, "served_presets"):  # a part that serves other models than the rig's (part 5's 9B)
+        presets = set(mod.served_presets(params, profile))
+    else:
+        presets = {profile.model_preset, params.get("small_preset")} - {None}
+    where = rig_dir(mod.NAME, profile.name, data_dir)
     return {pre: rig_pool(where, pre, data_dir, profile.serve_args) for pre in presets}
 
 

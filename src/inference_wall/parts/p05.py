@@ -74,6 +74,16 @@ def run_formats(p: dict) -> list[str]:
     return [f for f in p["formats"] if f not in p["skip_formats"]]
 
 
+def served_presets(p: dict, profile) -> list[str]:
+    """The presets this part's servers load: each format's variant, and the rig's own model for the reference
+    server (not the rig's model alone, as in the other parts)."""
+    out = [variant_preset(p["model"], fmt) for fmt in run_formats(p)]
+    ref = getattr(profile, "model_preset", None)
+    if p.get("reference_session") and ref and ref != p["model"]:
+        out.append(ref)
+    return list(dict.fromkeys(out))
+
+
 def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
     """Every format's main server first (single, decode batches, the top-cap flood), then the other caps."""
     mns = int(p["max_num_seqs"])
