@@ -219,9 +219,39 @@ def test_a_rig_without_part_5_data_is_not_measured_and_figures_build():
     assert chart["facet"]["column"]["field"] == "quantity"
     summary = p05.variant_summary(views)
     assert np.isclose(summary.set_index("format").loc["int4", "fixed_ms"], 3.0 + 0.1, rtol=0.01)  # the batch-1 step
-    costs = pd.DataFrame([{"rig": "syn", "variant": "x", "format": "int4", "ceiling_tok_s": 1000.0, "top_cap": 8}])
-    spec = figures05.cost_per_million(costs).to_dict()
+    costs = pd.DataFrame([{"rig": "syn", "variant": "x", "format": "int4", "ceiling_tok_s": 1000.0, "top_cap": 8,
+                           "gpu": None, "usd_low": math.nan, "usd_mid": math.nan, "usd_high": math.nan}])
+    spec = figures05.cost_per_million(costs, 4.0).to_dict()
     assert "price" in json.dumps(spec)
+
+
+def test_the_cost_per_million_uses_the_listed_price_of_the_rigs_gpu():
+    """A rig whose GPU the price listing has: the cost at its listed low, middle and high, and the slider starts at
+    that middle; a rig whose GPU it lacks gets no listed cost, and the slider the book's GPU's middle."""
+    from inference_wall.reference import gpu_prices, price_for_gpu
+
+    prices = gpu_prices()
+    steps = {"ref": (4.0, 0.05), "fp16": (8.0, 0.1), "int4": (3.0, 0.1)}
+    tables = synthetic_tables(steps)
+    views = {}
+    for rig, gpu in (("on-h100", "NVIDIA H100 80GB HBM3"), ("on-l4", "NVIDIA L4")):
+        t = dict(tables, prices=prices)
+        t["points"] = tables["points"].assign(rig=rig, gpu_name=gpu)
+        t["reference"] = dict(tables["reference"], points=tables["reference"]["points"].assign(rig=rig))
+        rows = [t["points"].iloc[0].to_dict() | {"kind": "flood", "format": f, "max_num_seqs": 256,
+                                                   "output_tok_s": 5000.0 * (i + 1), "batch": None}
+                for i, f in enumerate(("fp16", "int4"))]
+        t["points"] = pd.concat([t["points"], pd.DataFrame(rows)], ignore_index=True)
+        views[rig] = p05.rig_view(rig, t, params())
+    cost = p05.cost_table(views).set_index(["rig", "format"])
+    listed = price_for_gpu(prices, "NVIDIA H100 80GB HBM3")
+    h100 = cost.loc[("on-h100", "int4")]
+    assert h100["usd_low"] == pytest.approx(listed["low"] / (10000.0 * 3600) * 1e6)
+    assert h100["usd_low"] < h100["usd_mid"] < h100["usd_high"]
+    assert cost.loc[("on-h100", "fp16"), "usd_mid"] == pytest.approx(2 * h100["usd_mid"])  # half the tokens an hour
+    assert math.isnan(cost.loc[("on-l4", "int4"), "usd_mid"])
+    assert p05.default_price(views, prices) == {**listed, "rig": "on-h100"}
+    assert p05.default_price({"on-l4": views["on-l4"]}, prices) == {**price_for_gpu(prices, "H200"), "rig": None}
 
 
 # ---------------------------------------------------------------------------------------------- real vLLM

@@ -23,6 +23,7 @@ from inference_wall.schema import (
     PUBLISHED_RIG,
     RATE_SWEEP_COLUMNS,
 )
+from inference_wall.reference import PRICES_FOLDER, gpu_prices, price_for_gpu
 
 REFERENCE_DIR = DEFAULT_DATA_DIR / "reference"
 ALL_CSVS = sorted(REFERENCE_DIR.glob("*/*.csv"))
@@ -57,7 +58,7 @@ def test_every_reference_folder_has_csvs_and_the_posts_have_folders():
     assert {1, 3} <= set(PUBLISHED_PARTS)
     for n in PUBLISHED_PARTS:
         assert list((REFERENCE_DIR / PARTS[n]).glob("*.csv")), PARTS[n]
-    assert {p.name for p in REFERENCE_DIR.iterdir() if p.is_dir()} <= set(PARTS.values())
+    assert {p.name for p in REFERENCE_DIR.iterdir() if p.is_dir()} <= set(PARTS.values()) | {PRICES_FOLDER}
 
 
 @pytest.mark.parametrize("part", PUBLISHED_PARTS)
@@ -304,3 +305,28 @@ def test_missing_part_folder_is_a_user_error(tmp_path):
 def test_inf_parses_as_float_inf(part1):
     assert pd.api.types.is_float_dtype(part1["rate_sweep"]["offered_rate_rps"])
     assert math.isinf(part1["rate_sweep"]["offered_rate_rps"].max())
+
+
+# --- the GPU price listing ---------------------------------------------------------------------
+
+
+def test_gpu_prices_match_a_rigs_gpu_by_name_and_span_its_tiers():
+    prices = gpu_prices()
+    h200 = prices[prices["match"] == "H200"]
+    got = price_for_gpu(prices, "NVIDIA H200")
+    assert got["low"] == h200["usd_per_gpu_hour_low"].min() and got["high"] == h200["usd_per_gpu_hour_high"].max()
+    assert got["low"] <= got["mid"] <= got["high"] and got["tiers"] == len(h200) > 1
+    assert price_for_gpu(prices, "NVIDIA H100 80GB HBM3")["gpu"].startswith("H100")
+    assert price_for_gpu(prices, "NVIDIA A10G") is None and price_for_gpu(prices, None) is None
+
+
+def test_a_price_listing_with_a_low_above_its_high_names_the_row(tmp_path):
+    data_dir = _copy_reference(tmp_path)
+    path = data_dir / "reference" / PRICES_FOLDER / "gpu_hour.csv"
+    lines = path.read_text().splitlines()
+    cells = lines[1].split(",")
+    cells[3], cells[4] = cells[4], cells[3]
+    path.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    with pytest.raises(UserError) as info:
+        gpu_prices(data_dir)
+    assert "gpu_hour.csv" in str(info.value) and cells[2] in str(info.value)

@@ -9,7 +9,6 @@ from . import figures
 LABELS = alt.Axis(labelLimit=320)  # variant names are long: keep them whole
 # A colour per weight format, the same in every figure of the part.
 FORMAT_COLOURS = {"fp16": "#4c78a8", "fp8": "#f58518", "int4": "#54a24b"}
-DEFAULT_PRICE_PER_GPU_HOUR = 2.50  # USD; a round placeholder the reader replaces with their own price
 
 
 def format_color(title: str = "Format") -> alt.Color:
@@ -52,7 +51,7 @@ def costs_vs_bytes(long: pd.DataFrame) -> alt.FacetChart:
     floor = base.transform_filter(f"!({measured})").mark_line(strokeDash=[6, 4], color="#888", point=True).encode(
         y="value:Q", detail="series:N")
     return alt.layer(floor, bars, points, data=long).facet(
-        column=alt.Column("quantity:N", title=None, sort=["fixed cost (intercept)", "per-sequence cost (slope)"]),
+        column=alt.Column("quantity:N", title=None, sort=["fixed cost (batch-1 step)", "per-sequence cost (slope)"]),
         row=alt.Row("rig:N", title=None)).resolve_scale(x="independent", y="independent")
 
 
@@ -81,21 +80,27 @@ def cap_sweep(rows: pd.DataFrame) -> alt.FacetChart:
     ).facet(column=alt.Column("rig:N", title=None)).resolve_scale(x="independent", y="independent")
 
 
-def cost_per_million(costs: pd.DataFrame, default_price: float = DEFAULT_PRICE_PER_GPU_HOUR) -> alt.FacetChart:
+def cost_per_million(costs: pd.DataFrame, default_price: float) -> alt.FacetChart:
     """Cost per million output tokens at each variant's flood ceiling, from a price per GPU-hour the reader sets
-    with the slider: price / (tokens a second x 3,600) x 1,000,000."""
+    with the slider: price / (tokens a second x 3,600) x 1,000,000. Where the price listing has the rig's GPU
+    (p05.cost_table's usd_low/usd_high), a thin line spans the cost at its listed cheapest and dearest price."""
     price = alt.param(name="price", value=default_price,
                       bind=alt.binding_range(min=0.25, max=12.0, step=0.25, name="Price per GPU-hour (USD) "))
-    return alt.Chart(costs).mark_bar().encode(
-        y=alt.Y("variant:N", title=None, sort=None, axis=LABELS),
-        x=alt.X("usd_per_million:Q", title="USD per million output tokens"),
-        color=format_color(),
-        tooltip=[alt.Tooltip("rig:N"), alt.Tooltip("variant:N"),
-                 alt.Tooltip("ceiling_tok_s:Q", title="ceiling tok/s", format=",.0f"),
-                 alt.Tooltip("usd_per_million:Q", title="USD per million tokens", format=".3f")],
-    ).transform_calculate(usd_per_million=f"{price.name} / (datum.ceiling_tok_s * 3600) * 1000000").add_params(
-        price).properties(width=300, height=alt.Step(22)).facet(row=alt.Row("rig:N", title=None)).resolve_scale(
-        x="independent", y="independent")
+    tips = [alt.Tooltip("rig:N"), alt.Tooltip("variant:N"),
+            alt.Tooltip("ceiling_tok_s:Q", title="ceiling tok/s", format=",.0f"),
+            alt.Tooltip("usd_per_million:Q", title="USD per million tokens (slider)", format=".3f"),
+            alt.Tooltip("gpu:N", title="listed GPU"),
+            alt.Tooltip("usd_low:Q", title="at the listed low", format=".3f"),
+            alt.Tooltip("usd_high:Q", title="at the listed high", format=".3f")]
+    y = alt.Y("variant:N", title=None, sort=None, axis=LABELS)
+    base = alt.Chart().encode(y=y, tooltip=tips)
+    bars = base.mark_bar().encode(x=alt.X("usd_per_million:Q", title="USD per million output tokens"),
+                                  color=format_color()).transform_calculate(
+        usd_per_million=f"{price.name} / (datum.ceiling_tok_s * 3600) * 1000000").add_params(price)
+    listed = base.transform_filter("isValid(datum.usd_low) && isFinite(datum.usd_low)").mark_rule(
+        color="#333", strokeWidth=2).encode(x="usd_low:Q", x2="usd_high:Q")
+    return alt.layer(bars, listed, data=costs).properties(width=300, height=alt.Step(22)).facet(
+        row=alt.Row("rig:N", title=None)).resolve_scale(x="independent", y="independent")
 
 
 def predicted_bytes(predicted: pd.DataFrame) -> alt.Chart:

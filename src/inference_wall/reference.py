@@ -20,14 +20,19 @@ from .schema import FACT_COLUMNS, MNS_SWEEP_COLUMNS, RATE_SWEEP_COLUMNS
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
+# A market listing, not the series' and not a rig's: GPU-hour prices per provider tier (reference/prices/).
+PRICE_COLUMNS = ["gpu", "match", "tier", "usd_per_gpu_hour_low", "usd_per_gpu_hour_high", "as_of", "source"]
+PRICES_FOLDER = "prices"
 # Columns a given file stem must have, exactly and in this order (other files: only `rig`).
 REQUIRED_COLUMNS: dict[str, list[str]] = {
     "rate_sweep": RATE_SWEEP_COLUMNS,
     "mns_sweep": MNS_SWEEP_COLUMNS,
     "facts": FACT_COLUMNS,
+    "gpu_hour": PRICE_COLUMNS,
 }
 # Columns kept as text; every other column must parse as a number (empty = NaN, `inf` = math.inf).
-TEXT_COLUMNS = {"rig", "key", "unit", "note", "server_state", "setting", "stated"}
+TEXT_COLUMNS = {"rig", "key", "unit", "note", "server_state", "setting", "stated", "gpu", "match", "tier", "as_of",
+                "source"}
 
 
 def read_reference_csv(path: Path) -> pd.DataFrame:
@@ -42,13 +47,14 @@ def read_reference_csv(path: Path) -> pd.DataFrame:
     expected = REQUIRED_COLUMNS.get(path.stem)
     if expected is not None and columns != expected:
         raise UserError(f"{path}: columns {columns} do not match the schema {expected}")
-    if "rig" not in columns:
+    rigged = expected is None or "rig" in expected  # a schema without `rig` (the price listing) needs none
+    if rigged and "rig" not in columns:
         raise UserError(f"{path}: has no `rig` column")
     if len(set(columns)) != len(columns) or any(c.startswith("Unnamed:") for c in columns):
         raise UserError(f"{path}: duplicate or unnamed columns {columns}")
     if df.empty:
         raise UserError(f"{path}: has a header but no rows")
-    if (df["rig"].str.strip() == "").any():
+    if rigged and (df["rig"].str.strip() == "").any():
         raise UserError(f"{path}: a row has an empty `rig`")
 
     for column in columns:
@@ -102,3 +108,35 @@ def reference_fact(frames_or_df: Mapping[str, pd.DataFrame] | pd.DataFrame, key:
     if len(rows) > 1:
         raise UserError(f"reference fact {key!r} appears {len(rows)} times; expected once per rig and part")
     return float(rows["value"].iloc[0])
+
+
+def gpu_prices(data_dir: Path | None = None) -> pd.DataFrame:
+    """The GPU-hour price listing (reference/prices/gpu_hour.csv, SOURCES.md): one row per GPU and tier, the
+    low and high of the tier's range in USD. A low above its high is an error naming the row."""
+    folder = Path(data_dir) if data_dir is not None else DEFAULT_DATA_DIR
+    path = folder / "reference" / PRICES_FOLDER / "gpu_hour.csv"
+    if not path.is_file():
+        raise UserError(f"{path}: no GPU price listing")
+    df = read_reference_csv(path)
+    bad = df[~(df["usd_per_gpu_hour_low"] <= df["usd_per_gpu_hour_high"])]
+    if len(bad):
+        r = bad.iloc[0]
+        raise UserError(f"{path}: {r['gpu']} {r['tier']}: low {r['usd_per_gpu_hour_low']} is not at most its high "
+                        f"{r['usd_per_gpu_hour_high']}")
+    return df
+
+
+def price_for_gpu(prices: pd.DataFrame, gpu_name: str | None) -> dict | None:
+    """A GPU's listed price, matched by the listing's `match` word in the GPU's name (nvidia-smi's): the
+    cheapest tier's low, the dearest tier's high, and the median of the tiers' midpoints; None if not listed."""
+    if not gpu_name:
+        return None
+    rows = prices[[str(m).lower() in str(gpu_name).lower() for m in prices["match"]]]
+    if not len(rows):
+        return None
+    first = rows.iloc[0]
+    rows = rows[rows["match"] == first["match"]]
+    mids = (rows["usd_per_gpu_hour_low"] + rows["usd_per_gpu_hour_high"]) / 2
+    return {"gpu": first["gpu"], "low": float(rows["usd_per_gpu_hour_low"].min()),
+            "high": float(rows["usd_per_gpu_hour_high"].max()), "mid": float(mids.median()),
+            "tiers": len(rows), "as_of": first["as_of"], "source": first["source"]}

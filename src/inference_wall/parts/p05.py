@@ -152,12 +152,19 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
         row.update(kind=pt.params.get("kind"), format=pt.params.get("format"), model=pt.params.get("model"),
                    preset=(pt.manifest.get("model") or {}).get("preset"), batch=pt.params.get("batch"),
                    min_window_s=(pt.manifest.get("parameters") or {}).get("min_window_s", 0.0),
-                   bandwidth_gb_s=(pt.manifest.get("rig_info") or {}).get("hbm_bandwidth_gb_s"))
+                   bandwidth_gb_s=(pt.manifest.get("rig_info") or {}).get("hbm_bandwidth_gb_s"),
+                   gpu_name=gpu_name(pt.manifest))
         rows.append(row)
     cols = ["rig", "point", "kind", "format", "model", "preset", "batch", "max_num_seqs", "num_prompts", "completed",
             "duration_s", "completed_rps", "output_tok_s", "ttft_p50_ms", "itl_p50_ms", "itl_p99_ms", "running_max",
-            "min_window_s", "bandwidth_gb_s"]
+            "min_window_s", "bandwidth_gb_s", "gpu_name"]
     return pd.DataFrame(rows, columns=cols if not rows else None)
+
+
+def gpu_name(manifest: dict) -> str | None:
+    """The GPU a point ran on, as nvidia-smi (else torch) named it; None on a machine without one."""
+    info = manifest.get("rig_info") or {}
+    return (info.get("gpu") or {}).get("name") or info.get("gpu_name_torch") or None
 
 
 def short_windows(points: pd.DataFrame) -> pd.DataFrame:
@@ -225,8 +232,10 @@ def reference_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
 
 
 def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
+    from ..reference import gpu_prices
+
     return {"points": point_table(data_dir, rigs), "starts": startup_table(data_dir, rigs),
-            "reference": reference_tables(data_dir, rigs)}
+            "reference": reference_tables(data_dir, rigs), "prices": gpu_prices(data_dir)}
 
 
 def _variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidth: Interval | None, data_dir,
@@ -331,6 +340,11 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
         view["variants"][fmt] = v
     if p is not None:
         view["skipped"] = dict(p.get("skip_formats") or {})
+    if "prices" in tables and len(pts):
+        from ..reference import price_for_gpu
+
+        names = [n for n in pts["gpu_name"].dropna().unique()] if "gpu_name" in pts else []
+        view["price"] = price_for_gpu(tables["prices"], names[0] if names else None)
     return view
 
 
@@ -354,9 +368,39 @@ def variant_summary(views: dict[str, dict]) -> pd.DataFrame:
 
 
 def cost_table(views: dict[str, dict]) -> pd.DataFrame:
-    """Each variant's flood ceiling, for the cost per million tokens at a price per GPU-hour (figures05)."""
+    """Each variant's flood ceiling, for the cost per million tokens at a price per GPU-hour (figures05), and
+    where the price listing has the rig's GPU, that cost at its listed low, middle and high (USD)."""
+    cols = ["rig", "variant", "format", "ceiling_tok_s", "top_cap", "gpu", "usd_low", "usd_mid", "usd_high"]
     s = variant_summary(views)
-    return s[s["ceiling_tok_s"].notna()][["rig", "variant", "format", "ceiling_tok_s", "top_cap"]] if len(s) else s
+    if not len(s):
+        return pd.DataFrame(columns=cols)
+    s = s[s["ceiling_tok_s"].notna()].copy()
+    for key in ("gpu", "low", "mid", "high"):
+        s[key if key == "gpu" else f"usd_{key}"] = [
+            ((views[r].get("price") or {}).get(key) if key == "gpu" else
+             usd_per_million((views[r].get("price") or {}).get(key), t)) for r, t in zip(s["rig"], s["ceiling_tok_s"])]
+    return s[cols]
+
+
+def usd_per_million(price_per_hour: float | None, tok_s: float) -> float:
+    """USD per million output tokens at `price_per_hour` for a server emitting `tok_s` tokens a second."""
+    if price_per_hour is None or not tok_s > 0:
+        return math.nan
+    return price_per_hour / (tok_s * 3600.0) * 1e6
+
+
+def default_price(views: dict[str, dict], prices: pd.DataFrame, fallback_gpu: str = "H200") -> dict:
+    """Where the price slider starts: the listed middle of the first shown rig's GPU, else of `fallback_gpu` (the
+    book's own GPU), with where that number comes from."""
+    from ..reference import price_for_gpu
+
+    for rig, view in views.items():
+        if view.get("price"):
+            return {**view["price"], "rig": rig}
+    got = price_for_gpu(prices, fallback_gpu)
+    if got is None:
+        raise UserError(f"the GPU price listing has no {fallback_gpu} row to start the price slider at")
+    return {**got, "rig": None}
 
 
 def cost_points(views: dict[str, dict]) -> pd.DataFrame:
