@@ -215,6 +215,8 @@ def test_a_stall_is_a_gap_longer_than_any_on_the_calm_pool_of_the_same_workload(
     assert p04.stalls_over(kept, 950.0) == (2.0, pytest.approx(1.85))  # 2.5 s and 1.2 s, median in seconds
     assert p04.stalls_over(kept, 3000.0)[0] == 0.0
     assert math.isnan(p04.stalls_over(kept, math.nan)[0])
+    # a line under the floor of the gaps kept: the count would be too low, so it is unknown
+    assert math.isnan(p04.stalls_over(kept, p04.GAP_FLOOR_MS / 2)[0])
     t = pd.DataFrame([_row(pool_pages=33, max_gap_ms=950.0, point="calm"),
                       _row(pool_pages=5, preemptions=2.0, max_gap_ms=2500.0, point="starved"),
                       _row(pool_pages=33, workload="long", preemptions=1.0, max_gap_ms=10.0, point="long")])

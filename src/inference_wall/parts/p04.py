@@ -392,8 +392,9 @@ def decode_rate(batch: float, fit: tuple[float, float]) -> float:
 def stalls_over(gaps_ms, threshold_ms: float) -> tuple[float, float]:
     """(how many of a pass's gaps are longer than `threshold_ms`, their median in seconds); nan where either is
     unknown. The threshold is the longest gap of the same workload on the rig's largest calm pool: a gap longer
-    than any a pass without preemptions showed is a stall."""
-    if gaps_ms is None or missing(threshold_ms):
+    than any a pass without preemptions showed is a stall. A line under GAP_FLOOR_MS cannot be counted from the
+    gaps kept (only those over the floor): unknown, not too few."""
+    if gaps_ms is None or missing(threshold_ms) or threshold_ms < GAP_FLOOR_MS:
         return math.nan, math.nan
     over = [g for g in gaps_ms if g > threshold_ms]
     return float(len(over)), (float(np.median(over)) / 1000.0 if over else math.nan)
