@@ -382,3 +382,21 @@ def test_a_flood_shorter_than_its_window_is_flagged():
                         {"rig": "r", "point": "int4-mns-256", "kind": "flood", "duration_s": 12.0, "min_window_s": 10.0},
                         {"rig": "r", "point": "int4-single", "kind": "single", "duration_s": 1.0, "min_window_s": 10.0}])
     assert list(p05.short_windows(pts)["point"]) == ["fp16-mns-256"]
+
+
+def test_a_step_that_bends_up_past_the_fit_is_named_with_its_ratio():
+    """The largest decode batch against the line through the batches up to fit_max_batch: a format whose step
+    grows faster there is named as bending up (per-sequence work sets the step), one on its line is not."""
+    tables = synthetic_tables({"fp16": (8.0, 0.05), "int4": (3.0, 0.05)})
+    pts = tables["points"]
+    top = pts["batch"] == max(BATCHES)
+    bent = (pts["format"] == "int4") & top
+    pts.loc[bent, "itl_p50_ms"] = 2.0 * pts.loc[bent, "itl_p50_ms"]
+    view = p05.rig_view("syn", tables, params(fit_max_batch=max(BATCHES) // 2))
+    v = view["variants"]
+    assert v["int4"]["bend_batch"] == max(BATCHES) and v["int4"]["bend_ratio"] == pytest.approx(2.0, rel=0.02)
+    assert v["fp16"]["bend_ratio"] == pytest.approx(1.0, rel=0.02)
+    text = p05.findings(view)
+    line = {fmt: next(x for x in text.splitlines() if v[fmt]["label"] in x) for fmt in ("fp16", "int4")}
+    assert "bends up" in line["int4"] and "bends up" not in line["fp16"]
+    assert p05.variant_summary({"syn": view}).set_index("format").loc["int4", "bend_ratio"] == v["int4"]["bend_ratio"]

@@ -267,6 +267,13 @@ def _variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidth: Inte
         v.update(fit=fit, fit_max_batch=int(bound["batch"].max()))
         if fit.dof > 0:  # two batches give a line but no range: its slope stays out of the claims
             v["slope"] = fit.interval(lambda a, b: b + 0 * a)
+        beyond = dec[dec["batch"] > v["fit_max_batch"]]
+        if len(beyond):  # the largest batch against the line through the smaller ones: > 1 where the step bends up
+            last = beyond.iloc[-1]
+            line = float(fit.predict([last["batch"]])[0])
+            if line > 0:
+                v.update(bend_batch=int(last["batch"]), bend_step_ms=float(last["step_ms"]),
+                         bend_ratio=float(last["step_ms"]) / line)
     floods = points[points["kind"] == "flood"].sort_values("max_num_seqs")
     if len(floods):
         v["sweep"] = floods
@@ -361,7 +368,7 @@ def variant_summary(views: dict[str, dict]) -> pd.DataFrame:
                          "decode_gb": v.get("decode_gb"), "weights_gib": v.get("weights_gib"),
                          "kv_cache_gib": v.get("kv_cache_gib"),
                          "floor_ms": val("floor_ms"), "single_itl_ms": val("single_itl_ms"),
-                         "fixed_ms": val("fixed"), "per_seq_ms": val("slope"),
+                         "fixed_ms": val("fixed"), "per_seq_ms": val("slope"), "bend_ratio": v.get("bend_ratio"),
                          "ceiling_tok_s": val("ceiling_tok_s"), "top_cap": v.get("top_cap"),
                          "admission_limit": v.get("admission_limit"), "kernels": v.get("kernels")})
     return pd.DataFrame(rows)
@@ -645,6 +652,11 @@ def findings(view: dict) -> str:
             b = v["slope"] if "slope" in v else Interval.exact(v["fit"].slope)
             parts.append(f"per-sequence cost {_iv(b, 'ms')} (the step fit's slope over decode batches up to "
                          f"{v['fit_max_batch']}; measured at {', '.join(str(int(b)) for b in v['decode']['batch'])})")
+        if "bend_ratio" in v:
+            parts.append(f"at batch {v['bend_batch']} the step is {num(v['bend_step_ms'])} ms, "
+                         f"{num(v['bend_ratio'])}x what the line predicts there"
+                         + (" (it bends up: per-sequence work, not the weight stream, sets the step there)"
+                            if v["bend_ratio"] > BAND[1] else ""))
         if "ceiling_tok_s" in v:
             parts.append(f"flood at cap {v['top_cap']}: {num(v['ceiling_tok_s'].value)} output tok/s")
         if v.get("admission_limit") == v.get("admission_limit") and v.get("admission_limit") is not None:
