@@ -34,8 +34,13 @@ class Missing(Exception):
 
 
 def missing(value) -> bool:
-    """A measurement that is not there: None or a float NaN."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    """A measurement that is not there: None, pandas' NA or NaT, or a float NaN."""
+    return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value))
+
+
+def known_number(value) -> bool:
+    """A finite number (not missing, not an infinity, not text)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not missing(value) and math.isfinite(value)
 
 
 def need(view: dict, key: str):

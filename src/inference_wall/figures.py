@@ -28,6 +28,7 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
+from .claims import missing
 from .schema import PUBLISHED_RIG
 
 THEME_NAME = "inference_wall"
@@ -311,15 +312,11 @@ def header_label(column: str, units: Mapping[str, str] | None = None,
 MISSING_NUMBER = "not measured"  # what a table shows for a number it does not have (None, NaN, NA)
 
 
-def _missing(value) -> bool:
-    return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value))
-
-
 def format_number(value, digits: int | None = None) -> str:
     """Round for reading: 1,234 / 56.8 / 7.05 / 0.392; inf -> '∞' (a flood); missing -> 'not measured'.
 
     With ``digits`` given, exactly that many decimals (thousands separated)."""
-    if _missing(value):
+    if missing(value):
         return MISSING_NUMBER
     if isinstance(value, bool):
         return "yes" if value else "no"
@@ -374,7 +371,7 @@ def table_html(df: pd.DataFrame, units: Mapping[str, str] | None = None,
     decimals = {c: (digits or {}).get(c, column_decimals(frame[c])) for c in frame.columns if numeric[c]}
     # a column of numbers with gaps can arrive as objects: its gaps are missing numbers too
     numbers_only = {c: not numeric[c] and frame[c].notna().any() and all(
-                        pd.api.types.is_number(v) and not pd.api.types.is_bool(v) for v in frame[c] if not _missing(v))
+                        pd.api.types.is_number(v) and not pd.api.types.is_bool(v) for v in frame[c] if not missing(v))
                     for c in frame.columns}
     head = "".join(
         f'<th class="{"iw-num" if numeric[c] or numbers_only[c] else "iw-text"}">{html.escape(header_label(str(c), units, labels))}</th>'
@@ -384,16 +381,16 @@ def table_html(df: pd.DataFrame, units: Mapping[str, str] | None = None,
     for record in frame.itertuples(index=False, name=None):
         cells = []
         for column, value in zip(frame.columns, record):
-            missing = ' iw-missing' if _missing(value) else ''
+            gap = ' iw-missing' if missing(value) else ''
             if numeric[column]:
                 text = format_number(value, decimals[column])
-                cells.append(f'<td class="iw-num{missing}">{html.escape(text)}</td>')
+                cells.append(f'<td class="iw-num{gap}">{html.escape(text)}</td>')
             elif numbers_only[column]:
                 text = format_number(value)
-                cells.append(f'<td class="iw-num{missing}">{html.escape(text)}</td>')
+                cells.append(f'<td class="iw-num{gap}">{html.escape(text)}</td>')
             else:
-                text = "–" if missing else str(value)
-                cells.append(f'<td class="iw-text{missing}">{html.escape(text)}</td>')
+                text = "–" if gap else str(value)
+                cells.append(f'<td class="iw-text{gap}">{html.escape(text)}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
     return (

@@ -16,7 +16,7 @@ import pandas as pd
 from .. import analysis
 from ..analysis import Interval, combine
 from ..bench import PassSpec
-from ..claims import Claim, Judgement, Missing, need
+from ..claims import Claim, Judgement, Missing, known_number, missing, need
 from ..errors import UserError
 from ..store import load_points, pass_summary
 from ..sweep import PassPlan, PointPlan
@@ -286,13 +286,9 @@ def _variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidth: Inte
     return v
 
 
-def _known(x) -> bool:
-    return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
-
-
 def _bandwidth(*frames: pd.DataFrame) -> Interval | None:
     values = [x for f in frames if len(f) and "bandwidth_gb_s" in f for x in f["bandwidth_gb_s"]
-              if x is not None and x == x]
+              if not missing(x)]
     return Interval.spread(values) if values else None
 
 
@@ -338,7 +334,7 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
             top = main.iloc[-1]
             v.update(weights_gib=top["weights_gib"], kernels=top["kernels"], kv_cache_gib=top["kv_cache_gib"],
                      admission_limit=top["admission_limit"], kv_pool_pages=top["kv_pool_pages"])
-            if _known(top["weights_gib"]) and _known(top["kv_cache_gib"]):
+            if known_number(top["weights_gib"]) and known_number(top["kv_cache_gib"]):
                 # the log prints both to two decimals
                 v.update(weights_logged=Interval.printed(round(float(top["weights_gib"]), 2)),
                          kv_logged=Interval.printed(round(float(top["kv_cache_gib"]), 2)))
@@ -641,7 +637,7 @@ def findings(view: dict) -> str:
         if "bytes" in v:
             parts.append(f"reads {num(v['bytes'].gb)} GB per decode step by its shapes"
                          + (f" (floor {_iv(v.get('floor_ms'), 'ms')} at {num(bw.value)} GB/s)" if bw else ""))
-        if v.get("weights_gib") == v.get("weights_gib") and v.get("weights_gib") is not None:
+        if not missing(v.get("weights_gib")):
             parts.append(f"the log reports {num(v['weights_gib'])} GiB of weights")
         if v.get("kernels"):
             parts.append(f"linear kernels: {v['kernels']}")
@@ -659,7 +655,7 @@ def findings(view: dict) -> str:
                             if v["bend_ratio"] > BAND[1] else ""))
         if "ceiling_tok_s" in v:
             parts.append(f"flood at cap {v['top_cap']}: {num(v['ceiling_tok_s'].value)} output tok/s")
-        if v.get("admission_limit") == v.get("admission_limit") and v.get("admission_limit") is not None:
+        if not missing(v.get("admission_limit")):
             parts.append(f"its KV pool admits {num(v['admission_limit'])} requests at once")
         lines.append("- " + "; ".join(parts) + ".")
     for fmt_name, why in (view.get("skipped") or {}).items():
@@ -676,7 +672,7 @@ def closing_note(views: dict[str, dict], device: pd.DataFrame | None = None) -> 
             if key == REFERENCE:
                 continue
             w = v.get("weights_gib")
-            items.append(f"`{key}`: weights {num(w) + ' GiB' if w == w and w is not None else 'not in the log'}, "
+            items.append(f"`{key}`: weights {'not in the log' if missing(w) else num(w) + ' GiB'}, "
                          f"single ITL {_iv(v.get('single_itl_ms'), 'ms')}, fit "
                          + (f"{num(v['fit'].intercept)} + {num(v['fit'].slope)} x batch ms" if "fit" in v else "none")
                          + f", ceiling {_iv(v.get('ceiling_tok_s'), 'tok/s')}")
