@@ -84,6 +84,37 @@ def served_presets(p: dict, profile) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def flood_point(key: str, cap: int, session: str, p: dict, preset: str, args: list[str], engines: int = 1,
+                params: dict | None = None) -> PointPlan:
+    """A flood at `cap` running sequences per engine (`engines` of them share the client's requests), on the
+    server of `session`; its prompts keep p["seed"], the same for every cap, variant and rig."""
+    return PointPlan(name=point_name(key, f"mns-{cap:03d}"), session=session, max_num_seqs=cap,
+                     passes=[PassPlan("bench", "measured", PassSpec(num_prompts=prompts_for_cap(cap * engines, p),
+                                                                     seed=p["seed"]))],
+                     params={"kind": "flood", "max_num_seqs": cap, **(params or {})}, preset=preset,
+                     serve_args=list(args), min_window_s=p["min_window_s"], max_prompts=p["max_prompts"])
+
+
+def stream_points(key: str, p: dict, preset: str, args: list[str], params: dict | None = None,
+                  most: int | None = None) -> list[PointPlan]:
+    """A main server's single stream and decode at fixed concurrency (up to `most`, else max_num_seqs), a fresh
+    seed per pass (prefix cache); every point carries `params`."""
+    mns = int(p["max_num_seqs"])
+    seed = iter(range(1, 10_000))
+
+    def point(name, spec, extra):
+        return PointPlan(name=point_name(key, name), session=f"{key}-main", max_num_seqs=mns,
+                         passes=[PassPlan("bench", "measured", spec)], params={**(params or {}), **extra},
+                         preset=preset, serve_args=list(args))
+
+    out = [point("single", PassSpec(num_prompts=p["single_prompts"], max_concurrency=1, seed=next(seed)),
+                 {"kind": "single"})]
+    out += [point(f"decode-b{b:03d}", PassSpec(num_prompts=max(2 * b, p["decode_waves"] * b), max_concurrency=b,
+                                              seed=next(seed)), {"kind": "decode", "batch": b})
+            for b in p["decode_batches"] if b <= (most or mns)]
+    return out
+
+
 def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
     """Every format's main server first (single, decode batches, the top-cap flood), then the other caps."""
     mns = int(p["max_num_seqs"])
@@ -91,35 +122,16 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
     plans: list[PointPlan] = []
 
     def flood(fmt: str, cap: int, session: str) -> PointPlan:
-        return PointPlan(name=point_name(fmt, f"mns-{cap:03d}"), session=session, max_num_seqs=cap,
-                         passes=[PassPlan("bench", "measured", PassSpec(num_prompts=prompts_for_cap(cap, p),
-                                                                         seed=p["seed"]))],
-                         params={"kind": "flood", "format": fmt, "model": p["model"], "max_num_seqs": cap},
-                         preset=variant_preset(p["model"], fmt), serve_args=list(FORMAT_SERVE_ARGS[fmt]),
-                         min_window_s=p["min_window_s"], max_prompts=p["max_prompts"])
-
-    def stream_points(key: str, model: str, preset: str, args: list[str]) -> list[PointPlan]:
-        """A main server's single stream and decode batches, a fresh seed per pass (prefix cache)."""
-        seed = iter(range(1, 10_000))
-
-        def point(name, spec, params):
-            return PointPlan(name=point_name(key, name), session=f"{key}-main", max_num_seqs=mns,
-                             passes=[PassPlan("bench", "measured", spec)],
-                             params={"format": key, "model": model, **params}, preset=preset, serve_args=list(args))
-
-        out = [point("single", PassSpec(num_prompts=p["single_prompts"], max_concurrency=1, seed=next(seed)),
-                     {"kind": "single"})]
-        out += [point(f"decode-b{b:03d}", PassSpec(num_prompts=max(2 * b, p["decode_waves"] * b), max_concurrency=b,
-                                                  seed=next(seed)), {"kind": "decode", "batch": b})
-                for b in p["decode_batches"] if b <= mns]
-        return out
+        return flood_point(fmt, cap, session, p, variant_preset(p["model"], fmt), FORMAT_SERVE_ARGS[fmt],
+                           params={"format": fmt, "model": p["model"]})
 
     for fmt in fmts:  # the flood keeps p["seed"], the same for every cap, format and rig
-        plans += stream_points(fmt, p["model"], variant_preset(p["model"], fmt), FORMAT_SERVE_ARGS[fmt])
+        plans += stream_points(fmt, p, variant_preset(p["model"], fmt), FORMAT_SERVE_ARGS[fmt],
+                               {"format": fmt, "model": p["model"]})
         plans.append(flood(fmt, mns, f"{fmt}-main"))
     ref_preset = getattr(profile, "model_preset", None)
     if p.get("reference_session") and ref_preset and ref_preset != p["model"]:
-        plans += stream_points(REFERENCE, ref_preset, ref_preset, [])
+        plans += stream_points(REFERENCE, p, ref_preset, [], {"format": REFERENCE, "model": ref_preset})
     for fmt in fmts:
         for cap in sorted(int(c) for c in p["caps"]):
             if cap != mns:
@@ -238,7 +250,7 @@ def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
             "reference": reference_tables(data_dir, rigs), "prices": gpu_prices(data_dir)}
 
 
-def _variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidth: Interval | None, data_dir,
+def measure_variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidth: Interval | None, data_dir,
              top_cap: int | None = None, fit_max_batch: int | None = None) -> dict:
     """A variant's measurements: its fixed cost is the step at batch 1 (the single stream's and the batch-1 decode
     point's median ITL, over both: a fixed cost plus one sequence's), its per-sequence cost the slope of the step
@@ -313,7 +325,7 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
         ref = own
     if len(ref):
         presets = [x for x in ref["preset"].dropna().unique()]
-        rv = _variant(ref, presets[0] if presets else None, "fp16", bandwidth, data_dir,
+        rv = measure_variant(ref, presets[0] if presets else None, "fp16", bandwidth, data_dir,
                       int(p["max_num_seqs"]) if p else None, pp["fit_max_batch"])
         mine = st[st["format"] == REFERENCE] if len(st) else st
         starts = tables["reference"]["starts"]
@@ -328,7 +340,7 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
         sub = pts[pts["format"] == fmt] if len(pts) else pts
         if not len(sub):
             continue
-        v = _variant(sub, sub["preset"].iloc[0], fmt, bandwidth, data_dir, fit_max_batch=pp["fit_max_batch"])
+        v = measure_variant(sub, sub["preset"].iloc[0], fmt, bandwidth, data_dir, fit_max_batch=pp["fit_max_batch"])
         main = st[(st["format"] == fmt)].sort_values("max_num_seqs") if len(st) else st
         if len(main):
             top = main.iloc[-1]
