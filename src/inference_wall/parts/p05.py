@@ -156,18 +156,20 @@ def kernels_in_log(text: str) -> list[str]:
     return out
 
 
-def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
-    """One row per measured pass of part 5: the variant (format, preset), the kind of point, its numbers."""
+def point_table(data_dir=None, rigs: list[str] | None = None, part: str = NAME, key: str = "format") -> pd.DataFrame:
+    """One row per measured pass of part 5 (or of `part`, whose variants its points' params[`key`] name): the
+    variant (format, preset), the kind of point, its numbers."""
     rows = []
-    for pt in load_points(NAME, data_dir, rigs):
+    for pt in load_points(part, data_dir, rigs):
         row = pass_summary(pt)
-        row.update(kind=pt.params.get("kind"), format=pt.params.get("format"), model=pt.params.get("model"),
+        row.update({key: pt.params.get(key)})
+        row.update(kind=pt.params.get("kind"), model=pt.params.get("model"),
                    preset=(pt.manifest.get("model") or {}).get("preset"), batch=pt.params.get("batch"),
                    min_window_s=(pt.manifest.get("parameters") or {}).get("min_window_s", 0.0),
                    bandwidth_gb_s=(pt.manifest.get("rig_info") or {}).get("hbm_bandwidth_gb_s"),
                    gpu_name=gpu_name(pt.manifest))
         rows.append(row)
-    cols = ["rig", "point", "kind", "format", "model", "preset", "batch", "max_num_seqs", "num_prompts", "completed",
+    cols = ["rig", "point", "kind", key, "model", "preset", "batch", "max_num_seqs", "num_prompts", "completed",
             "duration_s", "completed_rps", "output_tok_s", "ttft_p50_ms", "itl_p50_ms", "itl_p99_ms", "running_max",
             "min_window_s", "bandwidth_gb_s", "gpu_name"]
     return pd.DataFrame(rows, columns=cols if not rows else None)
@@ -187,20 +189,20 @@ def short_windows(points: pd.DataFrame) -> pd.DataFrame:
     return f[f["duration_s"] < f["min_window_s"].fillna(0)]
 
 
-def startup_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
-    """One row per server start of part 5: weights the log reports, the linear kernels it chose, the KV pool
-    and the admission limit it leaves for the part's requests."""
+def startup_table(data_dir=None, rigs: list[str] | None = None, part: str = NAME, key: str = "format") -> pd.DataFrame:
+    """One row per server start of part 5 (or of `part`, variants named by params[`key`]): weights the log
+    reports, the linear kernels it chose, the KV pool and the admission limit it leaves for the part's requests."""
     from ..kvcache import pool_of_point
 
     rows = []
-    for pt in load_points(NAME, data_dir, rigs):
+    for pt in load_points(part, data_dir, rigs):
         rep = pt.startup()
         if rep is None:
             continue
         pool = pool_of_point(pt, data_dir)
         w = pt.manifest.get("workload") or {}
         tokens = int(w.get("input_len", 0)) + int(w.get("output_len", 0))
-        rows.append({"rig": pt.rig, "format": pt.params.get("format"), "point": pt.name,
+        rows.append({"rig": pt.rig, key: pt.params.get(key), "point": pt.name,
                      "preset": (pt.manifest.get("model") or {}).get("preset"),
                      "max_num_seqs": pt.manifest.get("max_num_seqs"), "weights_gib": rep.weights_gib,
                      "kv_cache_gib": rep.kv_cache_gib, "kv_cache_tokens": rep.kv_cache_tokens,
@@ -209,7 +211,7 @@ def startup_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
                      "request_tokens": tokens,
                      "kernels": "; ".join(kernels_in_log(pt.server_log())) or "none logged",
                      "start_to_healthy_s": (pt.manifest.get("session") or {}).get("start_to_healthy_s")})
-    cols = ["rig", "format", "point", "preset", "max_num_seqs", "weights_gib", "kv_cache_gib", "kv_cache_tokens",
+    cols = ["rig", key, "point", "preset", "max_num_seqs", "weights_gib", "kv_cache_gib", "kv_cache_tokens",
             "kv_pool_pages", "admission_limit", "request_tokens", "kernels", "start_to_healthy_s"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -341,26 +343,36 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
         if not len(sub):
             continue
         v = measure_variant(sub, sub["preset"].iloc[0], fmt, bandwidth, data_dir, fit_max_batch=pp["fit_max_batch"])
-        main = st[(st["format"] == fmt)].sort_values("max_num_seqs") if len(st) else st
-        if len(main):
-            top = main.iloc[-1]
-            v.update(weights_gib=top["weights_gib"], kernels=top["kernels"], kv_cache_gib=top["kv_cache_gib"],
-                     admission_limit=top["admission_limit"], kv_pool_pages=top["kv_pool_pages"])
-            if known_number(top["weights_gib"]) and known_number(top["kv_cache_gib"]):
-                # the log prints both to two decimals
-                v.update(weights_logged=Interval.printed(round(float(top["weights_gib"]), 2)),
-                         kv_logged=Interval.printed(round(float(top["kv_cache_gib"]), 2)))
+        apply_start(v, st[(st["format"] == fmt)] if len(st) else st)
         v["label"] = f"{v['preset']} {FORMAT_LABELS[fmt]}" + (f", group {preset_group_size(v['preset'], data_dir)}"
                                                              if fmt == "int4" else "")
         view["variants"][fmt] = v
     if p is not None:
         view["skipped"] = dict(p.get("skip_formats") or {})
     if "prices" in tables and len(pts):
-        from ..reference import price_for_gpu
-
-        names = [n for n in pts["gpu_name"].dropna().unique()] if "gpu_name" in pts else []
-        view["price"] = price_for_gpu(tables["prices"], names[0] if names else None)
+        view["price"] = rig_price(tables["prices"], pts)
     return view
+
+
+def apply_start(v: dict, starts: pd.DataFrame) -> None:
+    """A variant's weights, kernels, KV cache and pool from the start of its main server (the largest cap) in
+    `starts` (startup_table's rows of that variant); the logged GiB with their printed rounding."""
+    if not len(starts):
+        return
+    top = starts.sort_values("max_num_seqs").iloc[-1]
+    v.update(weights_gib=top["weights_gib"], kernels=top["kernels"], kv_cache_gib=top["kv_cache_gib"],
+             admission_limit=top["admission_limit"], kv_pool_pages=top["kv_pool_pages"])
+    if known_number(top["weights_gib"]) and known_number(top["kv_cache_gib"]):  # the log prints both to 2 decimals
+        v.update(weights_logged=Interval.printed(round(float(top["weights_gib"]), 2)),
+                 kv_logged=Interval.printed(round(float(top["kv_cache_gib"]), 2)))
+
+
+def rig_price(prices: pd.DataFrame, points: pd.DataFrame) -> dict | None:
+    """The listed price of the GPU a rig's points ran on (reference.price_for_gpu), None where not listed."""
+    from ..reference import price_for_gpu
+
+    names = [n for n in points["gpu_name"].dropna().unique()] if "gpu_name" in points else []
+    return price_for_gpu(prices, names[0] if names else None)
 
 
 def variant_summary(views: dict[str, dict]) -> pd.DataFrame:
