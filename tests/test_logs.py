@@ -579,3 +579,15 @@ def test_garbled_iteration_line_names_the_line():
     with pytest.raises(LogParseError) as err:
         parse_iterations(text, "it.log")
     assert err.value.line == 1
+
+
+def test_a_slice_of_access_lines_only_is_a_log_without_stats_and_garbage_is_not_a_log():
+    """With several API servers (data parallel), vLLM turns its stats lines off; a short pass's slice of the
+    session log then holds only uvicorn's access lines: no stats, not an error. Text with neither is refused."""
+    from inference_wall.logs import parse_stats, scan_log
+
+    access = ('INFO:     127.0.0.1:54694 - "GET /metrics HTTP/1.1" 200 OK\n'
+              '(APIServer pid=7) INFO:     127.0.0.1:54720 - "POST /v1/completions HTTP/1.1" 200 OK\n')
+    assert len(parse_stats(access)) == 0 and len(scan_log(access)) == 2
+    with pytest.raises(LogParseError, match="no vLLM log line"):
+        scan_log("Traceback (most recent call last):\nOSError: nothing here\n")

@@ -110,10 +110,15 @@ def split_lines(text: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
+# uvicorn's access log line: `INFO:     127.0.0.1:54694 - "GET /metrics HTTP/1.1" 200 OK`
+_ACCESS = re.compile(r'^(?:\(\w+ pid=\d+\) )?INFO:\s+\S+:\d+ - "[A-Z]+ \S+ HTTP/[\d.]+" \d{3}')
+
+
 def scan_log(text: str, path: str | Path | None = None) -> list[LogLine]:
     """Every line of a server log, with its time, level, process and message where it has them.
 
-    Raises LogParseError (line None) when no line at all looks like vLLM's logger output.
+    Raises LogParseError (line None) when no line at all looks like vLLM's logger output (or uvicorn's access
+    log, which vLLM's API server writes).
     """
     clock = _Clock()
     out: list[LogLine] = []
@@ -122,6 +127,9 @@ def scan_log(text: str, path: str | Path | None = None) -> list[LogLine]:
         clean = _ANSI.sub("", line)
         m = _PREFIX.search(clean)
         if m is None or m.start() > _PREFIX_MAX_START:
+            # uvicorn's access lines are the server's own too: with several API servers (data parallel) vLLM
+            # turns its stats lines off, and a short pass's slice of the log can hold nothing else
+            found = found or bool(_ACCESS.match(clean))
             out.append(LogLine(lineno, clean, message=clean, process=_process_of(clean)))
             continue
         try:
