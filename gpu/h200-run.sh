@@ -24,13 +24,13 @@ export WALL_AUTOTUNE_DIR=$W/autotune WALL_AUTOTUNE_LOG=$W/autotune.log
 export TRITON_CACHE_DIR=$W/triton VLLM_CACHE_ROOT=$W/vllm
 [ -f gpu/cache/autotune.tar ] && tar -C "$W/autotune" -xf gpu/cache/autotune.tar
 
-# GPU clocks, power and temperature once a second for the whole call (gpu-samples.csv comes back with the
+# GPU clocks, power and temperature once a second for the whole call, a row per GPU with its index (gpu-samples.csv comes back with the
 # runs): whether a slow session ran at lower clocks is then in the record, not a guess.
 smi=gpu-samples.csv
-nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,memory.used,clocks_event_reasons.active \
+nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,memory.used,clocks_event_reasons.active \
   --format=csv -lms 1000 > "$OUT/$smi" 2>&1 & smi_pid=$!
 sleep 1
-kill -0 "$smi_pid" 2>/dev/null || { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,memory.used \
+kill -0 "$smi_pid" 2>/dev/null || { nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,memory.used \
   --format=csv -lms 1000 > "$OUT/$smi" 2>&1 & smi_pid=$!; }
 
 stamp=$(mktemp); status=0

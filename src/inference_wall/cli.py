@@ -163,9 +163,14 @@ def _check_machine(args) -> None:
     from .modelkit import preset_dir
     from .rig import load_profile
 
+    from . import parts
+
     profile = load_profile(args.rig, args.data_dir)
     preset_dir(profile.model_preset, args.data_dir)
-    gpuenv.check_machine(profile, part=args.part)
+    mod = parts.module(args.part)
+    needed = (mod.gpus_needed(parts.parameters(args.part, args.rig, args.data_dir, _overrides(args.set)))
+              if hasattr(mod, "gpus_needed") else 1)
+    gpuenv.check_machine(profile, part=args.part, gpus_needed=needed)
     if args.python is None:
         args.python = gpuenv.gpu_vllm_python(profile)
 

@@ -16,21 +16,30 @@ def format_color(title: str = "Format") -> alt.Color:
                                                               range=list(FORMAT_COLOURS.values())))
 
 
-def _bars(df: pd.DataFrame, field: str, title: str, number: str = ",.2f") -> alt.FacetChart:
+def key_color(keys, title: str) -> alt.Color:
+    """A fixed colour per key of the `format` column (part 6: its configurations), in the order given."""
+    return alt.Color("format:N", title=title, scale=alt.Scale(domain=list(keys),
+                                                              range=list(FORMAT_COLOURS.values())[:len(keys)]))
+
+
+def _bars(df: pd.DataFrame, field: str, title: str, number: str = ",.2f", color: alt.Color | None = None
+          ) -> alt.FacetChart:
     return alt.Chart(df).mark_bar().encode(
         y=alt.Y("variant:N", title=None, sort=None, axis=LABELS), x=alt.X(f"{field}:Q", title=title),
-        color=format_color(),
+        color=color or format_color(),
         tooltip=[alt.Tooltip("rig:N"), alt.Tooltip("variant:N"), alt.Tooltip(f"{field}:Q", title=title, format=number)],
     ).properties(width=220, height=alt.Step(22)).facet(row=alt.Row("rig:N", title=None)).resolve_scale(
         x="independent", y="independent")
 
 
-def itl_and_ceiling(summary: pd.DataFrame) -> alt.HConcatChart:
-    """Single-stream ITL and flood throughput at the top cap, one bar per variant, per rig."""
+def itl_and_ceiling(summary: pd.DataFrame, color: alt.Color | None = None, ceiling: str = "ceiling_tok_s",
+                    ceiling_title: str = "Flood output throughput (tok/s)") -> alt.HConcatChart:
+    """Single-stream ITL and flood throughput at the top cap (or the column `ceiling`), one bar per variant, per
+    rig; coloured by format unless `color` says otherwise."""
     itl = summary[summary["single_itl_ms"].notna()]
-    ceiling = summary[summary["ceiling_tok_s"].notna()]
-    return alt.hconcat(_bars(itl, "single_itl_ms", "Single-stream ITL p50 (ms)"),
-                       _bars(ceiling, "ceiling_tok_s", "Flood output throughput (tok/s)", ",.0f"))
+    top = summary[summary[ceiling].notna()]
+    return alt.hconcat(_bars(itl, "single_itl_ms", "Single-stream ITL p50 (ms)", color=color),
+                       _bars(top, ceiling, ceiling_title, ",.0f", color=color))
 
 
 def costs_vs_bytes(long: pd.DataFrame) -> alt.FacetChart:
@@ -55,13 +64,13 @@ def costs_vs_bytes(long: pd.DataFrame) -> alt.FacetChart:
         row=alt.Row("rig:N", title=None)).resolve_scale(x="independent", y="independent")
 
 
-def step_vs_batch(rows: pd.DataFrame) -> alt.FacetChart:
+def step_vs_batch(rows: pd.DataFrame, x_title: str = "Running batch (fixed concurrency)") -> alt.FacetChart:
     """Decode step time against the running batch per variant: measured (points) and the straight-line fit
     (dashed). A format whose points bend up away from its line at large batches has become compute-bound there."""
     tips = [alt.Tooltip("rig:N"), alt.Tooltip("variant:N"), alt.Tooltip("batch:Q"),
             alt.Tooltip("step_ms:Q", title="step ms (measured)", format=".3g"),
             alt.Tooltip("fit_ms:Q", title="step ms (fit)", format=".3g")]
-    base = alt.Chart().encode(x=alt.X("batch:Q", title="Running batch (fixed concurrency)"),
+    base = alt.Chart().encode(x=alt.X("batch:Q", title=x_title),
                               color=alt.Color("variant:N", title="Variant"), tooltip=tips)
     points = base.mark_point(filled=True).encode(y=alt.Y("step_ms:Q", title="Decode step (ms, ITL p50)"))
     line = base.mark_line(strokeDash=[6, 4]).encode(y="fit_ms:Q")
@@ -80,7 +89,7 @@ def cap_sweep(rows: pd.DataFrame) -> alt.FacetChart:
     ).facet(column=alt.Column("rig:N", title=None)).resolve_scale(x="independent", y="independent")
 
 
-def cost_per_million(costs: pd.DataFrame, default_price: float) -> alt.FacetChart:
+def cost_per_million(costs: pd.DataFrame, default_price: float, color: alt.Color | None = None) -> alt.FacetChart:
     """Cost per million output tokens at each variant's flood ceiling, from a price per GPU-hour the reader sets
     with the slider: price / (tokens a second x 3,600) x 1,000,000. Where the price listing has the rig's GPU
     (p05.cost_table's usd_low/usd_high), a thin line spans the cost at its listed cheapest and dearest price."""
@@ -95,7 +104,7 @@ def cost_per_million(costs: pd.DataFrame, default_price: float) -> alt.FacetChar
     y = alt.Y("variant:N", title=None, sort=None, axis=LABELS)
     base = alt.Chart().encode(y=y, tooltip=tips)
     bars = base.mark_bar().encode(x=alt.X("usd_per_million:Q", title="USD per million output tokens"),
-                                  color=format_color()).transform_calculate(
+                                  color=color or format_color()).transform_calculate(
         usd_per_million=f"{price.name} / (datum.ceiling_tok_s * 3600) * 1000000").add_params(price)
     listed = base.transform_filter("isValid(datum.usd_low) && isFinite(datum.usd_low)").mark_rule(
         color="#333", strokeWidth=2).encode(x="usd_low:Q", x2="usd_high:Q")

