@@ -451,17 +451,18 @@ def cost_points(views: dict[str, dict]) -> pd.DataFrame:
                                        "value", "low", "high"])
 
 
-def decode_rows(views: dict[str, dict]) -> pd.DataFrame:
-    """Step time (median ITL at a fixed batch) per variant, measured and as its fit predicts (long form)."""
+def decode_rows(views: dict[str, dict], key: str = "format", x: str = "batch") -> pd.DataFrame:
+    """Step time (median ITL at a fixed batch) per variant, measured and as its fit predicts (long form); the
+    variant's `key` goes into `format` (the colour), the decode column `x` into `batch` (part 6: the client's)."""
     rows = []
     for rig, view in views.items():
         for v in view["variants"].values():
             if "decode" not in v:
                 continue
-            for r in v["decode"].itertuples():
-                fit_ms = float(v["fit"].predict([r.batch])[0]) if "fit" in v else math.nan
-                rows.append({"rig": rig, "variant": v["label"], "format": v["format"], "batch": float(r.batch),
-                             "step_ms": float(r.step_ms), "fit_ms": fit_ms})
+            for r in v["decode"].to_dict("records"):
+                fit_ms = float(v["fit"].predict([r["batch"]])[0]) if "fit" in v else math.nan
+                rows.append({"rig": rig, "variant": v["label"], "format": v[key], "batch": float(r[x]),
+                             "step_ms": float(r["step_ms"]), "fit_ms": fit_ms})
     return pd.DataFrame(rows, columns=["rig", "variant", "format", "batch", "step_ms", "fit_ms"])
 
 

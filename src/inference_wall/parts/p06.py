@@ -170,16 +170,7 @@ def summary(views: dict[str, dict]) -> pd.DataFrame:
 
 def decode_rows(views: dict[str, dict]) -> pd.DataFrame:
     """Step time per configuration against the client's concurrency, measured and as its fit predicts."""
-    rows = []
-    for rig, view in views.items():
-        for v in view["variants"].values():
-            if "decode" not in v:
-                continue
-            for r in v["decode"].itertuples():
-                fit_ms = float(v["fit"].predict([r.batch])[0]) if "fit" in v else math.nan
-                rows.append({"rig": rig, "variant": v["label"], "format": v["config"], "batch": float(r.client_batch),
-                             "step_ms": float(r.step_ms), "fit_ms": fit_ms})
-    return pd.DataFrame(rows, columns=["rig", "variant", "format", "batch", "step_ms", "fit_ms"])
+    return p05.decode_rows(views, key="config", x="client_batch")
 
 
 def cost_table(views: dict[str, dict]) -> pd.DataFrame:
@@ -211,10 +202,14 @@ def _pair(v: dict, cfg: str) -> tuple[dict, dict]:
 num = p05.num
 
 
-def _tp_halves_step(v: dict) -> Judgement:
-    x, b = _pair(v, "tp2")
-    a0, a1 = need(b, "fixed"), need(x, "fixed")
-    return Judgement(p05.positive_prediction(a0.map(lambda a: a / 2)), a1, f"{num(a0.value)} ms (one GPU) / 2 = {num(a0.value / 2)} ms")
+def _halved(key: str, unit: str, what: str = ""):
+    """The tensor-parallel server's `key` is half the one GPU's."""
+    def judge(v: dict) -> Judgement:
+        x, b = _pair(v, "tp2")
+        a0, a1 = need(b, key), need(x, key)
+        return Judgement(p05.positive_prediction(a0.map(lambda a: a / 2)), a1,
+                         f"{num(a0.value)} {unit} ({what or 'one GPU'}) / 2 = {num(a0.value / 2)} {unit}")
+    return judge
 
 
 def _tp_halves_stream(v: dict) -> Judgement:
@@ -222,20 +217,8 @@ def _tp_halves_stream(v: dict) -> Judgement:
     a0, a1, bw, by = need(b, "fixed"), need(x, "fixed"), need(v, "bandwidth_gb_s"), need(b, "bytes")
     f0 = need(b, "floor_ms")
     pred = combine(lambda a, w: a - by.floor_ms(w) / 2, a0, bw)
-    return Judgement(p05.positive_prediction(pred), a1, f"{num(a0.value)} ms - {num(f0.value)} ms / 2 (half the one GPU's weight "
-                                              f"stream, {num(by.gb)} GB / {num(bw.value)} GB/s) = {num(pred.value)} ms")
-
-
-def _tp_halves_slope(v: dict) -> Judgement:
-    x, b = _pair(v, "tp2")
-    s0, s1 = need(b, "slope"), need(x, "slope")
-    return Judgement(p05.positive_prediction(s0.map(lambda s: s / 2)), s1, f"{num(s0.value)} ms / 2 = {num(s0.value / 2)} ms")
-
-
-def _tp_weights(v: dict) -> Judgement:
-    x, b = _pair(v, "tp2")
-    w0, w1 = need(b, "weights_logged"), need(x, "weights_logged")
-    return Judgement(p05.positive_prediction(w0.map(lambda w: w / 2)), w1, f"{num(w0.value)} GiB (one GPU) / 2 = {num(w0.value / 2)} GiB")
+    return Judgement(p05.positive_prediction(pred), a1, f"{num(a0.value)} ms - {num(f0.value)} ms / 2 (half the one "
+                     f"GPU's weight stream, {num(by.gb)} GB / {num(bw.value)} GB/s) = {num(pred.value)} ms")
 
 
 def _tp_pool(v: dict) -> Judgement:
@@ -298,15 +281,17 @@ WHY_DP = ("two engines share the host's CPU (the API servers, tokenisation, sche
 
 CLAIMS = [
     Claim("tp-halves-step", "The folk rule: two GPUs halve the step.",
-          "one GPU's batch-1 step / 2 predicts the tensor-parallel batch-1 step", "ms", _tp_halves_step, BAND, WHY_TP),
+          "one GPU's batch-1 step / 2 predicts the tensor-parallel batch-1 step", "ms", _halved("fixed", "ms"), BAND, WHY_TP),
     Claim("tp-halves-stream", "Tensor parallelism splits the weight stream and nothing else.",
           "one GPU's batch-1 step - half its weight stream (bytes / measured bandwidth) predicts the tensor-parallel "
           "batch-1 step", "ms", _tp_halves_stream, BAND, WHY_TP),
     Claim("tp-halves-slope", "Each GPU does half of every sequence's arithmetic.",
-          "one GPU's per-sequence cost / 2 predicts the tensor-parallel per-sequence cost", "ms/seq", _tp_halves_slope,
+          "one GPU's per-sequence cost / 2 predicts the tensor-parallel per-sequence cost", "ms/seq",
+          _halved("slope", "ms", "one GPU's per-sequence cost"),
           BAND, WHY_TP),
     Claim("tp-weights", "Each GPU holds half the weights.",
-          "one GPU's logged weights / 2 predicts each tensor-parallel GPU's", "GiB", _tp_weights, (0.9, 1.1),
+          "one GPU's logged weights / 2 predicts each tensor-parallel GPU's", "GiB",
+          _halved("weights_logged", "GiB", "one GPU's weights"), (0.9, 1.1),
           "vLLM replicates what it does not shard (norms, small vectors, and on some models the embedding)"),
     Claim("tp-pool", "The memory half the weights free goes to the KV cache.",
           "one GPU's KV cache + half its weights (the logs) predicts each tensor-parallel GPU's KV cache", "GiB",
