@@ -33,6 +33,9 @@ def test_plan_gives_each_configuration_its_server_and_replicas_twice_the_request
     assert by["tp1-single"].serve_args == []
     assert by["tp2-decode-b008"].serve_args == ["--tensor-parallel-size", "2", "--distributed-executor-backend", "mp"]
     assert by["dp2-mns-256"].serve_args == ["--data-parallel-size", "2"]
+    env = p06.plan(params(config_env={"dp2": {"OMP_NUM_THREADS": 1}}), RigProfile(name="x"))
+    assert {p.name: p.serve_env for p in env}["dp2-single"] == {"OMP_NUM_THREADS": "1"}
+    assert all(p.serve_env == {} for p in env if p.params["config"] != "dp2")
     assert {p.preset for p in plans} == {p06.DEFAULTS["model"]}
     # a flood on replicas offers twice the prompts: each engine gets as many as the lone server
     assert by["dp2-mns-256"].passes[0].spec.num_prompts == 2 * by["tp1-mns-256"].passes[0].spec.num_prompts
@@ -81,14 +84,16 @@ def synthetic_tables(steps: dict, bandwidth: float = 4000.0, ceilings: dict | No
         for i, batch in enumerate(BATCHES):
             step = (a + b * p06.engine_batch(batch, engines)) * (1 + 0.002 * (-1) ** i)
             rows.append({"rig": "syn", "kind": "decode", "config": cfg, "preset": MODEL, "batch": batch,
-                         "itl_p50_ms": step, "max_num_seqs": 256, "output_tok_s": batch * 1000 / step,
+                         "itl_p50_ms": step, "tpot_p50_ms": step, "max_num_seqs": 256, "output_tok_s": batch * 1000 / step,
                          "running_max": batch, "bandwidth_gb_s": bandwidth, "gpu_name": "NVIDIA H200"})
         rows.append({"rig": "syn", "kind": "single", "config": cfg, "preset": MODEL, "batch": None,
-                     "itl_p50_ms": a + b, "max_num_seqs": 256, "output_tok_s": 1000 / (a + b), "running_max": 1,
+                     "itl_p50_ms": a + b, "tpot_p50_ms": a + b, "max_num_seqs": 256, "output_tok_s": 1000 / (a + b),
+                     "running_max": 1,
                      "bandwidth_gb_s": bandwidth, "gpu_name": "NVIDIA H200"})
         if ceilings and cfg in ceilings:
             rows.append({"rig": "syn", "kind": "flood", "config": cfg, "preset": MODEL, "batch": None,
-                         "itl_p50_ms": a, "max_num_seqs": 256, "output_tok_s": ceilings[cfg], "running_max": 256,
+                         "itl_p50_ms": a, "tpot_p50_ms": a, "max_num_seqs": 256, "output_tok_s": ceilings[cfg],
+                         "running_max": 256,
                          "bandwidth_gb_s": bandwidth, "gpu_name": "NVIDIA H200", "duration_s": 30.0,
                          "min_window_s": 10.0})
         if memory and cfg in memory:
@@ -140,7 +145,7 @@ def test_claims_fail_where_the_second_gpu_buys_nothing():
     # replicas whose every engine runs the whole concurrency (no split): their step is the lone server's at b, not b/2
     rows = tables["points"]
     dp = rows[rows["config"] == "tp1"].assign(config="dp2")
-    dp.loc[dp["kind"] == "decode", "itl_p50_ms"] = [(a + b * n) for n in BATCHES]
+    dp.loc[dp["kind"] == "decode", ["itl_p50_ms", "tpot_p50_ms"]] = [[a + b * n] * 2 for n in BATCHES]
     tables["points"] = pd.concat([rows, dp[dp["kind"] != "flood"],
                                   pd.DataFrame([{**rows.iloc[-1].to_dict(), "config": "dp2", "kind": "flood",
                                                  "output_tok_s": 10000.0, "batch": None}])], ignore_index=True)
@@ -149,6 +154,22 @@ def test_claims_fail_where_the_second_gpu_buys_nothing():
                   "dp-split", "dp-ceiling"):
         assert v[claim] == DIFFERS, (claim, v)
     assert v["dp-single"] == HOLDS
+
+
+def test_a_step_is_read_from_tpot_so_tokens_streamed_in_bunches_cannot_shorten_it():
+    """Replicas whose client got its tokens in bunches (median ITL of microseconds) still split the batch: the
+    step comes from the median TPOT, and the findings name the bunching."""
+    a, b = floor_ms() + 3.0, 0.04
+    tables = synthetic_tables({"tp1": (a, b), "dp2": (a, b)})
+    pts = tables["points"]
+    hit = (pts["config"] == "dp2") & (pts["kind"] == "decode") & (pts["batch"] >= 64)
+    pts.loc[hit, "itl_p50_ms"] = 0.008
+    assert verdicts(tables)["dp-split"] == HOLDS
+    view = p06.rig_view("syn", tables, params())
+    assert len(view["variants"]["dp2"]["bunched"]) == int(hit.sum())
+    line = next(x for x in p06.findings(view).splitlines() if "replicas" in x)
+    assert f"in bunches in 3 of its {len(BATCHES)} decode passes (at 256 in flight, median ITL 0.00800 ms" in line
+    assert "bunches" not in next(x for x in p06.findings(view).splitlines() if "one GPU**" in x)
 
 
 def test_a_rig_without_the_two_gpu_configurations_is_not_measured():
@@ -187,6 +208,7 @@ def test_tensor_parallel_on_the_cpu_build_serves_and_splits_the_weights(tmp_path
     command = m["session"]["server_command"]
     assert m["status"] == "complete" and command[command.index("--tensor-parallel-size") + 1] == "2"
     assert command[len(command) - 1 - command[::-1].index("--distributed-executor-backend") + 1] == "mp"
+    assert m["session"]["server_env"]["OMP_NUM_THREADS"] == "1"  # the profile's thread per worker, after its own 2
     tables = p06.page_tables(data, ["cpu-tiny"])
     view = p06.rig_view("cpu-tiny", tables, params(max_num_seqs=2, fit_max_batch=2), data)
     v = view["variants"]["tp2"]

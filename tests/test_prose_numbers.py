@@ -17,6 +17,7 @@ CODE = re.compile(r"`[^`]*`")
 ALLOWED = re.compile(
     r"Qwen3\.5-4B|A10G|H200|fp16|p50|p99|E2E|Figure \d+[a-z]?|Part \d+|part \d+|[Pp]art \d+'s|"
     r"(?:January|February|March|April|May|June|July|August|September|October|November|December) \d{1,2}, \d{4}|"
+    r"\]\([^)\s]+\)|"  # a link's target (another part's page) is a name, not a number
     r"^# .*$",  # the page title names the part
     re.MULTILINE,
 )
@@ -39,6 +40,7 @@ def test_no_number_is_typed_into_prose(path):
 
 def test_the_check_catches_a_typed_number():
     assert typed_numbers("the knee sits at 7 req/s, {glue:text}`knee:.0f` measured") == ["7"]
+    assert typed_numbers("[part 6](06-past-one-gpu.md) reads 8 GB") == ["8"]  # a link target is not a number
 
 
 def test_every_glued_name_is_glued_by_the_notebook():

@@ -72,6 +72,7 @@ class PointPlan:
     # Resolved just before the point runs (e.g. a rate relative to the rig's measured capacity).
     resolve: "callable | None" = None
     serve_args: list[str] = field(default_factory=list)  # the session's own `vllm serve` flags (after the rig's)
+    serve_env: dict[str, str] = field(default_factory=dict)  # the session's own server environment (after the rig's)
     poll_metrics_s: float | None = None  # poll /metrics this often during measured passes (poller.polling)
     workload: Workload | None = None  # this point's lengths when not the part's (warm-ups keep the part's)
 
@@ -190,8 +191,8 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
     # later flags win: the part's defaults, then the rig's deviations
     args = [*model_serve_args(model), "--max-num-seqs", str(first.max_num_seqs), *ctx.serve_args, *ctx.rig.serve_args,
             *first.serve_args]
-    spec = ServerSpec(model=model.model, python=ctx.python, args=args, env={**ctx.server_env, **ctx.rig.env},
-                      startup_timeout_s=ctx.startup_timeout_s)
+    spec = ServerSpec(model=model.model, python=ctx.python, args=args,
+                      env={**ctx.server_env, **ctx.rig.env, **first.serve_env}, startup_timeout_s=ctx.startup_timeout_s)
     server = VllmServer(spec, log_path)
     bar.set_postfix_str(f"starting server for {first.name}")
     # the bench client's imports (15-30 s) overlap the server's start, and are paid once per session

@@ -253,11 +253,12 @@ def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
 
 
 def measure_variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidth: Interval | None, data_dir,
-             top_cap: int | None = None, fit_max_batch: int | None = None) -> dict:
+                    top_cap: int | None = None, fit_max_batch: int | None = None, step: str = "itl_p50_ms") -> dict:
     """A variant's measurements: its fixed cost is the step at batch 1 (the single stream's and the batch-1 decode
     point's median ITL, over both: a fixed cost plus one sequence's), its per-sequence cost the slope of the step
     fit over the decode batches up to fit_max_batch (a line through a curve that bends at large batches would
-    leave both coefficients too uncertain to judge)."""
+    leave both coefficients too uncertain to judge). `step`: the column a step is read from (the median ITL, or
+    part 6's median TPOT, which tokens streamed in bunches cannot shorten)."""
     v: dict = {"format": fmt, "preset": preset}
     if preset:
         try:
@@ -270,9 +271,9 @@ def measure_variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidt
         v["single_itl_ms"] = Interval.spread(single["itl_p50_ms"])
     dec = points[points["kind"] == "decode"].sort_values("batch")
     if len(dec):
-        dec = dec.assign(step_ms=dec["itl_p50_ms"], decode_tok_s=dec["batch"] * 1000.0 / dec["itl_p50_ms"])
+        dec = dec.assign(step_ms=dec[step], decode_tok_s=dec["batch"] * 1000.0 / dec[step])
         v["decode"] = dec
-    one = [*single["itl_p50_ms"], *(dec[dec["batch"] == 1]["step_ms"] if len(dec) else [])]
+    one = [*single[step], *(dec[dec["batch"] == 1]["step_ms"] if len(dec) else [])]
     if one:
         v["fixed"] = Interval.spread(one)
     bound = dec[dec["batch"] <= fit_max_batch] if fit_max_batch and len(dec) else dec

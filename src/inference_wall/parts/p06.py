@@ -30,12 +30,18 @@ ENGINES = {"tp1": 1, "tp2": 1, "dp2": 2}  # engines the client's requests spread
 SHARDS = {"tp1": 1, "tp2": 2, "dp2": 1}  # GPUs one engine's weights are split across
 CONFIG_LABELS = {"tp1": "one GPU", "tp2": "tensor parallel, 2 GPUs", "dp2": "2 replicas (data parallel), 2 GPUs"}
 BASE = "tp1"
+# A step is read from the median time per output token after the first (TPOT): with two API servers a client can
+# receive a stream's tokens in bunches (gaps of microseconds, then one long one), which pulls the median ITL far
+# below the step while TPOT, (latency - TTFT) / (tokens - 1), still spans the stream's whole decode.
+STEP = "tpot_p50_ms"
+BUNCHED = 0.5  # a decode pass whose median ITL is under this share of its median TPOT received its tokens bunched
 
 DEFAULTS = {
     "model": "qwen3.5-9b",  # part 5's model in 16 bits: the one whose weight stream a second GPU should split
     "configs": list(CONFIGS),  # run in this order (each its own server)
     "skip_configs": {},  # config -> why this rig cannot serve it: left out of the plan, named on the page
     "config_args": {},  # config -> extra `vllm serve` flags this rig needs for it (the CPU build's TP: mp executor)
+    "config_env": {},  # config -> server environment this rig needs for it (the CPU build: one thread per worker)
     "max_num_seqs": 256,  # per engine: replicas admit twice as many sequences in all
     "input_len": 256,
     "output_len": 128,
@@ -53,7 +59,7 @@ BAND = p05.BAND
 
 
 def run_configs(p: dict) -> list[str]:
-    unknown = [c for c in [*p["configs"], *p["skip_configs"], *p["config_args"]] if c not in CONFIGS]
+    unknown = [c for c in [*p["configs"], *p["skip_configs"], *p["config_args"], *p["config_env"]] if c not in CONFIGS]
     if unknown:
         raise UserError(f"unknown configuration(s) {', '.join(map(repr, unknown))}; valid: {', '.join(CONFIGS)}")
     return [c for c in p["configs"] if c not in p["skip_configs"]]
@@ -79,9 +85,13 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
     plans: list[PointPlan] = []
     for cfg in run_configs(p):
         params = {"config": cfg, "model": p["model"], "gpus": GPUS[cfg], "engines": ENGINES[cfg]}
-        plans += p05.stream_points(cfg, p, p["model"], serve_args(cfg, p), params, most=mns * ENGINES[cfg])
-        plans.append(p05.flood_point(cfg, mns, f"{cfg}-main", p, p["model"], serve_args(cfg, p),
-                                     engines=ENGINES[cfg], params=params))
+        mine = [*p05.stream_points(cfg, p, p["model"], serve_args(cfg, p), params, most=mns * ENGINES[cfg]),
+                p05.flood_point(cfg, mns, f"{cfg}-main", p, p["model"], serve_args(cfg, p), engines=ENGINES[cfg],
+                                params=params)]
+        env = {str(k): str(v) for k, v in (p["config_env"].get(cfg) or {}).items()}
+        for point in mine:
+            point.serve_env = dict(env)
+        plans += mine
     return plans
 
 
@@ -128,7 +138,10 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
         sub = sub.assign(client_batch=sub["batch"],
                          batch=[b if missing(b) else engine_batch(float(b), ENGINES[cfg]) for b in sub["batch"]])
         v = p05.measure_variant(sub, sub["preset"].iloc[0], "fp16", bandwidth, data_dir,
-                                fit_max_batch=pp["fit_max_batch"])
+                                fit_max_batch=pp["fit_max_batch"], step=STEP)
+        bunched = sub[(sub["kind"] == "decode") & (sub["itl_p50_ms"] < BUNCHED * sub[STEP])]
+        if len(bunched):
+            v["bunched"] = bunched
         v.update(config=cfg, gpus=GPUS[cfg], engines=ENGINES[cfg], shards=SHARDS[cfg],
                  label=f"{sub['preset'].iloc[0]}, {CONFIG_LABELS[cfg]}")
         if "bytes" in v:
@@ -259,8 +272,8 @@ def _dp_split(v: dict) -> Judgement:
     r = within.iloc[-1]
     pred = fit.interval(lambda a, s, n=float(r["batch"]): a + s * n)
     return Judgement(p05.positive_prediction(pred), Interval.exact(float(r["step_ms"])),
-                     f"{num(fit.intercept)} + {num(fit.slope)} x {num(r['batch'])} sequences per engine "
-                     f"({num(r['client_batch'])} in flight over 2) = {num(pred.value)} ms")
+                     f"{num(fit.intercept)} + {num(fit.slope)} x {r['batch']:g} sequences per engine "
+                     f"({r['client_batch']:g} in flight over 2) = {num(pred.value)} ms")
 
 
 def _dp_ceiling(v: dict) -> Judgement:
@@ -335,6 +348,12 @@ def findings(view: dict) -> str:
                          f"{num(v['ceiling_per_gpu'].value)} per GPU")
         if not missing(v.get("admission_limit")):
             parts.append(f"its KV pool admits {num(v['admission_limit'])} requests at once per engine")
+        if "bunched" in v:
+            b = v["bunched"].iloc[-1]
+            parts.append(f"its tokens reached the client in bunches in {len(v['bunched'])} of its "
+                         f"{len(v.get('decode', []))} decode passes (at {b['client_batch']:g} in flight, median ITL "
+                         f"{num(b['itl_p50_ms'])} ms against a median TPOT of {num(b[STEP])} ms): the API servers, "
+                         f"not the engine, paced the stream there")
         lines.append("- " + "; ".join(parts) + ".")
     for cfg, why in (view.get("skipped") or {}).items():
         lines.append(f"- **{CONFIG_LABELS.get(cfg, cfg)}** not run on this rig: {why}.")
