@@ -392,3 +392,15 @@ def test_a_step_that_bends_up_past_the_fit_is_named_with_its_ratio():
     line = {fmt: next(x for x in text.splitlines() if v[fmt]["label"] in x) for fmt in ("fp16", "int4")}
     assert "bends up" in line["int4"] and "bends up" not in line["fp16"]
     assert p05.variant_summary({"syn": view}).set_index("format").loc["int4", "bend_ratio"] == v["int4"]["bend_ratio"]
+
+
+def test_the_series_summary_names_each_forecast_verdict_and_orders_the_formats():
+    a_ref, b_ref = 4.0, 0.05
+    r9 = gb("qwen3.5-9b", "fp16") / gb("qwen3.5-4b", "fp16")
+    steps = {"ref": (a_ref, b_ref), "fp16": (a_ref * r9, 0.02), "fp8": (a_ref * r9, 0.06), "int4": (a_ref * r9, 0.04)}
+    views = {"syn": p05.rig_view("syn", synthetic_tables(steps), params())}
+    rows = evaluate(p05.CLAIMS, views)
+    text = p05.series_summary(rows, views)
+    assert "`fixed-bytes-fp16` holds" in text and "`per-seq-bytes-int4` differs" in text
+    assert text.index("Per-sequence cost, least first: fp16") < text.index("int4 0.04") < text.index("fp8 0.06")
+    assert p05.series_summary(rows.iloc[0:0], views) == ""

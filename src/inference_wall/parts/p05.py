@@ -689,6 +689,30 @@ def findings(view: dict) -> str:
     return "\n".join(lines)
 
 
+def series_summary(rows: pd.DataFrame, views: dict[str, dict]) -> str:
+    """Per rig, in words: how the series' own forecasts fared (the claims whose post starts "The series"), and the
+    formats of the part's model ordered by per-sequence cost and by flood ceiling, from the data."""
+    out = []
+    for rig, view in views.items():
+        mine = rows[(rows["rig"] == rig) & rows["post"].str.startswith("The series")]
+        said = [f"`{r.claim}` {r.verdict} (measured {r.measured}, predicted {r.predicted})" for r in mine.itertuples()
+                if r.verdict != "not measured on this rig"]
+        if not said:
+            continue
+        text = f"**{rig}**: the series' forecasts: " + "; ".join(said) + "."
+        fmts = {k: v for k, v in view["variants"].items() if k != REFERENCE}
+        slopes = {k: v["slope"].value for k, v in fmts.items() if "slope" in v}
+        if len(slopes) >= 2:
+            order = sorted(slopes, key=slopes.get)
+            text += (" Per-sequence cost, least first: " + ", ".join(f"{k} {num(slopes[k])} ms" for k in order) + ".")
+        tops = {k: v["ceiling_tok_s"].value for k, v in fmts.items() if "ceiling_tok_s" in v}
+        if len(tops) >= 2:
+            order = sorted(tops, key=tops.get, reverse=True)
+            text += (" Flood ceiling, highest first: " + ", ".join(f"{k} {num(tops[k])} tok/s" for k in order) + ".")
+        out.append(text)
+    return "\n\n".join(out)
+
+
 def closing_note(views: dict[str, dict], device: pd.DataFrame | None = None) -> str:
     """Per rig: weights GiB, single ITL, the fit and the ceiling per format, and the device minutes used."""
     out = []
