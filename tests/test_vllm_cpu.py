@@ -139,13 +139,18 @@ def test_no_file_the_real_run_wrote_holds_a_secret_of_its_environment(part3):
             assert secret not in text, f"{f.name} holds the value of {name}"
 
 
-def test_batching_lifts_flood_throughput(part3):
+def test_each_flood_ran_its_batch_as_capped(part3):
+    """Structure only: a flood's tokens per second on a shared 2-core machine is no test (cap 1 against the
+    top cap is printed by `make bench`, from the committed cpu-tiny run)."""
     data, _ = part3
     table = p03.sweep_table(data, ["cpu-tiny"]).set_index("max_num_seqs")
     caps = sorted(table.index)
-    assert table.loc[caps[-1], "output_tok_s"] > table.loc[caps[0], "output_tok_s"]
+    assert len(caps) >= 2 and caps[0] == 1
+    assert (table["completed"] == table["num_prompts"]).all()  # every request of every flood came back
+    assert (table["stats_lines"] > 0).all()  # the server's stats lines were read for each pass
+    assert (table["running_max"] <= table.index).all()  # never more running than the cap allows
     assert table.loc[caps[0], "running_max"] == 1  # one sequence at a time, as capped
-    assert (table["completed"] == table["num_prompts"]).all()
+    assert table.loc[caps[-1], "running_max"] > 1  # the top cap batched: more than one sequence ran at once
 
 
 def test_a_truncated_result_names_its_file_and_line(part3, tmp_path):
@@ -233,12 +238,11 @@ def test_sigint_stops_the_sweep_and_leaves_no_vllm_process(tmp_path):
 def test_a_server_that_cannot_start_fails_fast_with_the_log_tail(tmp_path):
     spec = ServerSpec(model=str(tmp_path / "no-such-model"), python=str(VLLM_PY), args=["--no-such-flag"],
                       startup_timeout_s=300)
-    t0 = time.monotonic()
     with pytest.raises(ServerStartError) as err:
         VllmServer(spec, tmp_path / "server.log").start()
-    assert time.monotonic() - t0 < 120
     message = str(err.value)
-    assert "exited with status" in message and "--no-such-flag" in message  # the tail names the bad flag
+    # it stopped on the process's exit (not at the 300 s start-up timeout), and the tail names the bad flag
+    assert "exited with status" in message and "not healthy after" not in message and "--no-such-flag" in message
 
 
 def test_a_port_already_taken_is_refused_before_starting(tmp_path):
@@ -303,10 +307,8 @@ def test_a_pass_that_hangs_is_cut_at_its_timeout_and_leaves_no_process(tmp_path)
         forks = BenchForkServer(str(VLLM_PY), {}, tmp_path / "fork.log")
         forks.wait_ready()
         family = [forks.proc.pid]
-        t0 = time.monotonic()
-        with pytest.raises(BenchError, match="exceeded 15 s"):
+        with pytest.raises(BenchError, match="exceeded 15 s"):  # cut by its own timeout, not the test's
             run_pass(str(VLLM_PY), url, model.model, model.tokenizer, Workload(8, 4), PassSpec(num_prompts=2),
                      tmp_path / "r.json", tmp_path / "b.log", timeout_s=15, fork_server=forks)
-        assert time.monotonic() - t0 < 60
         assert forks.proc.poll() is not None  # the fork server and the pass in flight are gone
         assert not [p for p in vllm_processes() if p.pid in family or p.ppid() in family]
