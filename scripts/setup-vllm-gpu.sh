@@ -2,13 +2,15 @@
 # Build .venv-vllm-gpu: a CUDA build of vLLM for this host's NVIDIA driver, the interpreter that
 # `make reproduce` serves a GPU rig with when the Python running the package has no vLLM (`make vllm-gpu`).
 #
-# Which vLLM: src/inference_wall/gpuenv.py (pick_vllm) compares the CUDA version in nvidia-smi's header
-# ("CUDA Version: X.Y") with the CUDA each pinned vLLM is built with, read from the wheels:
-#   driver CUDA >= 13.0  vllm==0.22.1 + torch==2.11.0 (vLLM's _C needs libcudart.so.13, nvcc 13.0; torch
-#                        2.11.0 requires cuda-toolkit 13.0.2; what the h200 rig ran, environment.yml's pin)
-#   driver CUDA >= 12.9  vllm==0.18.0 + torch==2.10.0 (vLLM's _C needs libcudart.so.12, nvcc 12.9; torch
-#                        2.10.0 requires the CUDA 12.8 runtime, nvidia-cuda-runtime-cu12==12.8.90)
-#   older, or no GPU     one line on stderr, exit 2, nothing installed
+# Which vLLM: src/inference_wall/gpuenv.py (pick_vllm) reads the driver's version in nvidia-smi's header
+# ("Driver Version: 580.95.05") and applies NVIDIA's rule (CUDA compatibility guide, minor-version
+# compatibility: CUDA 13.x builds need R580+, CUDA 12.x builds run from R525 on):
+#   R580 or newer   vllm==0.22.1 + torch==2.11.0 (the CUDA 13 build: vLLM's _C needs libcudart.so.13,
+#                   nvcc 13.0; torch 2.11.0 requires cuda-toolkit 13.0.2; what the h200 rig ran)
+#   R525-R579       vllm==0.18.0 + torch==2.10.0 (the CUDA 12 build: vLLM's _C needs libcudart.so.12,
+#                   nvcc 12.9; torch 2.10.0 requires the CUDA 12.8 runtime; the series' own stack)
+#   older, or no GPU  one line on stderr, exit 2, nothing installed
+#   VLLM=0.18.0     the series' own stack on any driver that runs it (R525 on), e.g. on an R580 host
 # plus what the parts need on the server side beyond vLLM's own dependencies (with 0.22.1, part 5's
 # compressed-tensors, humming-kernels, loguru, pyelftools: gpu/extra-requirements.txt). The notebooks and
 # the analysis keep running in .venv (requirements.lock, the same pins as environment.yml); only vLLM's
@@ -16,7 +18,8 @@
 # decision module and the chosen pins skips all work.
 #
 #   scripts/setup-vllm-gpu.sh             # build or confirm .venv-vllm-gpu
-#   scripts/setup-vllm-gpu.sh --dry-run   # print the driver's CUDA and the pins it would install, install nothing
+#   scripts/setup-vllm-gpu.sh --dry-run   # print the driver, the choice and the pins it would install, install nothing
+#   VLLM=0.18.0 scripts/setup-vllm-gpu.sh # the series' own vLLM instead of the driver's pick (make vllm-gpu VLLM=0.18.0)
 #   VLLM_GPU_VENV=/some/dir scripts/...   # build elsewhere
 set -Eeuo pipefail
 
@@ -39,8 +42,10 @@ case "${1:-}" in
   *) echo "setup-vllm-gpu: unknown option '$1' (valid: --dry-run)" >&2; exit 2 ;;
 esac
 
-# The decision, in one place (tested in tests/test_gpuenv.py). Without a GPU, or with a driver below every
-# pinned build, it prints its one-line error and this script exits with its status before touching anything.
+# The decision, in one place (tested in tests/test_gpuenv.py; $VLLM reaches it through the environment).
+# Without a GPU, with a driver below every pinned build, or with a $VLLM it cannot honour, it prints its
+# one-line error and this script exits with its status before touching anything. The stamp below holds the
+# chosen pins, so a different choice rebuilds the venv.
 host_python=$(command -v python3) || { echo "setup-vllm-gpu: python3 not found on PATH" >&2; exit 2; }
 pins=$(PYTHONPATH="$repo/src" "$host_python" -m inference_wall.gpuenv pin) || exit $?
 reqs=$(grep -v '^#' <<<"$pins")

@@ -40,35 +40,82 @@ def test_the_gpu_list_is_read_and_an_nvml_error_lists_none():
     assert gpuenv.parse_gpus((SMI / "list-nvml-error.txt").read_text()) == []
 
 
-@pytest.mark.parametrize("fixture, vllm, torch", [("580-cuda13.0.txt", "0.22.1", "2.11.0"),
-                                                  ("575-cuda12.9.txt", "0.18.0", "2.10.0")])
-def test_the_newest_build_the_driver_runs_is_picked(fixture, vllm, torch):
-    pin = gpuenv.pick_vllm(gpuenv.parse_cuda_version((SMI / fixture).read_text()))
-    assert (pin.vllm, pin.torch) == (vllm, torch)
-    assert pin.requirements()[:2] == [f"vllm=={vllm}", f"torch=={torch}"]
+def _driver_header(driver: str, cuda: str) -> str:
+    """A real capture's text (580-cuda13.0.txt) with its driver and CUDA versions replaced: the driver
+    strings no capture here has (R525, R595, a pre-R525 one), faked for the decision."""
+    text = (SMI / "580-cuda13.0.txt").read_text()
+    return (text.replace("NVIDIA-SMI 580.95.05", f"NVIDIA-SMI {driver}")
+                .replace("Driver Version: 580.95.05", f"Driver Version: {driver}")
+                .replace("CUDA Version: 13.0", f"CUDA Version: {cuda}"))
 
 
-def test_the_pick_follows_the_cuda_each_build_needs():
-    assert gpuenv.pick_vllm((14, 2)).vllm == "0.22.1"  # a newer driver runs older CUDA builds
-    assert gpuenv.pick_vllm((13, 0)).vllm == "0.22.1"
-    assert gpuenv.pick_vllm((12, 10)).vllm == "0.18.0"  # 12.10 > 12.9 (numbers, not text)
-    for pin in gpuenv.PINS:
-        assert gpuenv.pick_vllm(pin.cuda) is pin
-    assert [p.cuda for p in gpuenv.PINS] == sorted((p.cuda for p in gpuenv.PINS), reverse=True)
+# NVIDIA's rule (CUDA compatibility guide, minor-version compatibility): CUDA 12.x builds run on drivers
+# from R525 on, CUDA 13.x builds need R580 on. Captures for R550, R570, R575 and R580; R525 and R595 faked.
+DRIVERS = {
+    "R525": _driver_header("525.147.05", "12.0"),
+    "R550": (SMI / "550-cuda12.4.txt").read_text(),
+    "R570": (SMI / "570-cuda12.8.txt").read_text(),
+    "R575": (SMI / "575-cuda12.9.txt").read_text(),
+    "R580": (SMI / "580-cuda13.0.txt").read_text(),
+    "R595": _driver_header("595.45.04", "13.2"),
+}
+BY_RULE = {"R525": "0.18.0", "R550": "0.18.0", "R570": "0.18.0", "R575": "0.18.0", "R580": "0.22.1", "R595": "0.22.1"}
 
 
-@pytest.mark.parametrize("fixture", ["570-cuda12.8.txt", "550-cuda12.4.txt"])
-def test_a_driver_below_every_build_is_one_line_naming_both_versions(fixture):
-    driver = gpuenv.parse_cuda_version((SMI / fixture).read_text())
+@pytest.mark.parametrize("fixture, driver", [("580-cuda13.0.txt", "580.95.05"), ("575-cuda12.9.txt", "575.57.08"),
+                                             ("570-cuda12.8.txt", "570.133.07"), ("550-cuda12.4.txt", "550.54.15")])
+def test_the_driver_version_is_read_from_the_header(fixture, driver):
+    assert gpuenv.parse_driver_version((SMI / fixture).read_text()) == driver
+    assert gpuenv.driver_branch(driver) == int(fixture[:3])
+    assert gpuenv.parse_driver_version("| NVIDIA-SMI 580.95.05   Driver Version: N/A |") is None
+
+
+@pytest.mark.parametrize("branch", sorted(DRIVERS))
+def test_the_build_is_chosen_by_the_driver_branch(branch):
+    """R525-R579 get the CUDA 12 build (vLLM 0.18.0), R580 on the CUDA 13 build (0.22.1): drivers R525-R574
+    were refused before, by the CUDA version their header reports."""
+    pin = gpuenv.pick_vllm(gpuenv.parse_driver_version(DRIVERS[branch]))
+    assert pin.vllm == BY_RULE[branch]
+    assert pin.cuda[0] == (13 if pin.vllm == "0.22.1" else 12)
+    assert pin.requirements()[:2] == [f"vllm=={pin.vllm}", f"torch=={pin.torch}"]
+
+
+def test_the_rule_s_edges_are_the_branches_not_the_cuda_header():
+    assert gpuenv.pick_vllm("579.99.99").vllm == "0.18.0" and gpuenv.pick_vllm("580").vllm == "0.22.1"
+    assert gpuenv.pick_vllm("525.60.13").vllm == "0.18.0"
+    assert gpuenv.pick_vllm("1000.1").vllm == "0.22.1"  # numbers, not text ("1000" < "580" as text)
+    assert [p.min_driver for p in gpuenv.PINS] == sorted((p.min_driver for p in gpuenv.PINS), reverse=True)
+    assert {p.cuda[0]: p.min_driver for p in gpuenv.PINS} == {13: 580, 12: 525}
+
+
+@pytest.mark.parametrize("driver", ["520.61.05", "470.256.02"])
+def test_a_driver_below_r525_is_one_line_naming_it_and_r525(driver):
     with pytest.raises(UserError) as err:
-        gpuenv.pick_vllm(driver)
+        gpuenv.pick_vllm(gpuenv.parse_driver_version(_driver_header(driver, "11.8")))
     message = str(err.value)
     assert "\n" not in message
-    assert f"CUDA {driver[0]}.{driver[1]}" in message and "CUDA 12.9" in message and "0.18.0" in message
+    assert driver in message and f"R{driver.split('.')[0]}" in message and "R525" in message and "0.18.0" in message
 
 
-def test_no_cuda_version_is_an_error_not_a_guess():
-    with pytest.raises(UserError, match="CUDA Version"):
+@pytest.mark.parametrize("branch", sorted(DRIVERS))
+def test_the_series_own_vllm_is_honoured_on_any_driver_that_runs_it(branch):
+    pin = gpuenv.pick_vllm(gpuenv.parse_driver_version(DRIVERS[branch]), wanted="0.18.0")
+    assert (pin.vllm, pin.torch) == ("0.18.0", "2.10.0") and gpuenv.SERIES_VLLM == "0.18.0"
+
+
+def test_a_wanted_vllm_the_driver_cannot_run_or_that_is_not_pinned_is_one_line():
+    with pytest.raises(UserError) as err:
+        gpuenv.pick_vllm("570.133.07", wanted="0.22.1")  # a CUDA 13 build on an R570 driver
+    assert "\n" not in str(err.value) and "VLLM=0.22.1" in str(err.value) and "R580" in str(err.value)
+    with pytest.raises(UserError) as err:
+        gpuenv.pick_vllm("580.95.05", wanted="0.99.0")
+    assert "\n" not in str(err.value) and "0.22.1, 0.18.0" in str(err.value)
+    with pytest.raises(UserError):
+        gpuenv.pick_vllm("520.61.05", wanted="0.18.0")  # below R525 nothing runs it
+
+
+def test_no_driver_version_is_an_error_not_a_guess():
+    with pytest.raises(UserError, match="Driver Version"):
         gpuenv.pick_vllm(None)
 
 
@@ -109,7 +156,7 @@ def test_this_machine_is_probed_as_it_is(tmp_path):
     info = gpuenv.probe_nvidia(smi=str(broken / "nvidia-smi"))
     assert info.gpus == () and "lists no GPU" in info.problem and "Insufficient Permissions" in info.problem
     ok = gpuenv.probe_nvidia(smi=str(_fake_smi(tmp_path, header="575-cuda12.9.txt") / "nvidia-smi"))
-    assert ok == gpuenv.NvidiaInfo(gpus=("NVIDIA A10G",), cuda=(12, 9))
+    assert ok == gpuenv.NvidiaInfo(gpus=("NVIDIA A10G",), cuda=(12, 9), driver="575.57.08")
 
 
 def test_a_gpu_venv_is_wanted_only_for_a_gpu_rig_on_a_gpu_host_without_vllm(tmp_path):
@@ -132,12 +179,18 @@ def test_a_gpu_venv_is_wanted_only_for_a_gpu_rig_on_a_gpu_host_without_vllm(tmp_
 # ---------------------------------------------------------------------------------------------
 # scripts/setup-vllm-gpu.sh: its decision and refusals (the install needs a GPU and the network)
 # ---------------------------------------------------------------------------------------------
-def _fake_smi(tmp_path: Path, header: str = "580-cuda13.0.txt", listing: str = "list-a10g.txt", code: int = 0) -> Path:
-    """A folder holding an `nvidia-smi` that prints captured output (-L: the GPU list)."""
-    folder = tmp_path / f"bin-{header}-{listing}-{code}"
+def _fake_smi(tmp_path: Path, header: str = "580-cuda13.0.txt", listing: str = "list-a10g.txt", code: int = 0,
+              text: str | None = None) -> Path:
+    """A folder holding an `nvidia-smi` that prints captured output (-L: the GPU list; else `header`'s
+    capture, or `text` where given: a faked driver string)."""
+    folder = tmp_path / f"bin-{header if text is None else abs(hash(text))}-{listing}-{code}"
     folder.mkdir(exist_ok=True)
+    shown = SMI / header
+    if text is not None:
+        shown = folder / "header.txt"
+        shown.write_text(text)
     exe = folder / "nvidia-smi"
-    exe.write_text(f'#!/bin/sh\nif [ "$1" = -L ]; then cat {SMI / listing}; exit {code}; fi\ncat {SMI / header}\n')
+    exe.write_text(f'#!/bin/sh\nif [ "$1" = -L ]; then cat {SMI / listing}; exit {code}; fi\ncat {shown}\n')
     exe.chmod(0o755)
     return folder
 
@@ -146,9 +199,12 @@ def _path_without_nvidia_smi() -> str:
     return os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "nvidia-smi").exists())
 
 
-def _script(tmp_path, *args, path=None):
-    env = {**os.environ, "PATH": path or _path_without_nvidia_smi(), "VLLM_GPU_VENV": str(tmp_path / "venv"),
-           "TMPDIR": str(tmp_path)}
+def _script(tmp_path, *args, path=None, vllm=None):
+    env = {k: v for k, v in os.environ.items() if k != "VLLM"}
+    env.update({"PATH": path or _path_without_nvidia_smi(), "VLLM_GPU_VENV": str(tmp_path / "venv"),
+                "TMPDIR": str(tmp_path)})
+    if vllm is not None:
+        env["VLLM"] = vllm
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -162,21 +218,30 @@ def test_the_script_refuses_a_machine_without_a_gpu_in_one_line(tmp_path):
 
 
 def test_the_script_refuses_an_old_driver_in_one_line(tmp_path):
-    path = f"{_fake_smi(tmp_path, header='550-cuda12.4.txt')}{os.pathsep}{_path_without_nvidia_smi()}"
+    path = f"{_fake_smi(tmp_path, text=_driver_header('520.61.05', '11.8'))}{os.pathsep}{_path_without_nvidia_smi()}"
     res = _script(tmp_path, path=path)
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and "CUDA 12.4" in lines[0] and "CUDA 12.9" in lines[0], res.stderr
+    assert len(lines) == 1 and "520.61.05" in lines[0] and "R525" in lines[0], res.stderr
     assert not (tmp_path / "venv").exists()
 
 
-@pytest.mark.parametrize("header, vllm", [("580-cuda13.0.txt", "0.22.1"), ("575-cuda12.9.txt", "0.18.0")])
-def test_the_script_s_dry_run_prints_what_the_decision_picks(tmp_path, header, vllm):
-    path = f"{_fake_smi(tmp_path, header=header)}{os.pathsep}{_path_without_nvidia_smi()}"
-    res = _script(tmp_path, "--dry-run", path=path)
+@pytest.mark.parametrize("branch, vllm", [(b, None) for b in sorted(DRIVERS)] + [("R580", "0.18.0"), ("R595", "0.18.0")])
+def test_the_script_s_dry_run_prints_the_choice_by_nvidia_s_rule(tmp_path, branch, vllm):
+    path = f"{_fake_smi(tmp_path, text=DRIVERS[branch])}{os.pathsep}{_path_without_nvidia_smi()}"
+    res = _script(tmp_path, "--dry-run", path=path, vllm=vllm)
     assert res.returncode == 0, res.stderr
-    pin = gpuenv.pick_vllm(gpuenv.parse_cuda_version((SMI / header).read_text()))
-    assert pin.vllm == vllm
+    expected = vllm or BY_RULE[branch]
+    pin = next(p for p in gpuenv.PINS if p.vllm == expected)
     assert [l for l in res.stdout.splitlines() if not l.startswith("setup-vllm-gpu:")] == pin.requirements()
-    assert re.search(rf"driver CUDA \d+\.\d+ on NVIDIA A10G: vLLM {vllm}", res.stdout)
+    said = next(l for l in res.stdout.splitlines() if l.startswith("setup-vllm-gpu:"))
+    assert re.search(rf"driver [\d.]+ \({branch}\) on NVIDIA A10G: vLLM {expected}", said), said
+    assert ("VLLM=0.18.0" in said) == (vllm is not None) and ("series' own" in said) == (expected == "0.18.0")
     assert not (tmp_path / "venv").exists()
+
+
+def test_the_script_refuses_a_wanted_vllm_the_driver_cannot_run_in_one_line(tmp_path):
+    path = f"{_fake_smi(tmp_path, text=DRIVERS['R570'])}{os.pathsep}{_path_without_nvidia_smi()}"
+    res = _script(tmp_path, "--dry-run", path=path, vllm="0.22.1")
+    assert res.returncode == 2 and res.stdout == ""
+    assert len(res.stderr.strip().splitlines()) == 1 and "R580" in res.stderr
