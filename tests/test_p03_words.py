@@ -1,0 +1,90 @@
+"""Part 3's words and per-rig table against synthetic sweeps: the ceiling is the cap with the most throughput (not
+the top cap), the cliff in the table is the one in the prose, and the small model's shallower cliff is read from
+what each added sequence costs a step, its cause left open (a fixed per-step cost would make a cliff steeper)."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from inference_wall.analysis import Interval
+from inference_wall.claims import fmt_num
+from inference_wall.parts import p03
+
+
+def _rows(rig, model, caps, tok, itl, running=None):
+    running = running or caps
+    return [{"rig": rig, "model": model, "source": "measured", "max_num_seqs": float(c), "output_tok_s": float(t),
+             "completed_rps": t / 128, "itl_p50_ms": float(i), "ttft_p50_ms": 100.0, "running_max": float(r)}
+            for c, t, i, r in zip(caps, tok, itl, running)]
+
+
+CAPS = [1, 4, 16, 64, 256, 512, 1024]
+# the top cap makes less than cap 256: the ceiling is cap 256's flood
+MAIN = _rows("syn", "main", CAPS, [200, 650, 2400, 6000, 8600, 8000, 6100], [4.0, 4.5, 4.9, 6.7, 17.8, 35, 78])
+
+
+def _view(rows):
+    return p03.rig_view(pd.DataFrame(rows), "syn", {}, {})
+
+
+def test_the_ceiling_is_the_cap_with_the_most_throughput_not_the_top_cap():
+    v = _view(MAIN)
+    assert v["ceiling_cap"] == 256
+    assert v["ceiling_rps"] == pytest.approx(8600 / 128)
+    assert v["cliff_ratio"] == pytest.approx(8600 / 200)  # not the top cap's 6100 / 200
+    t = p03.rig_table({"syn": v}, {"syn": {"ceiling_rps": 60.0}}).set_index("rig")
+    assert t.loc["syn", "ceiling_rps"] == pytest.approx(8600 / 128)
+    assert t.loc["syn", "ceiling_cap"] == 256
+    assert t.loc["syn", "top_cap"] == 1024 and t.loc["syn", "top_cap_rps"] == pytest.approx(6100 / 128)
+    assert t.loc["syn", "cliff_x"] == pytest.approx(p03.cliff(v["sweep"]))
+
+
+def test_the_table_drops_columns_empty_for_every_rig():
+    t = p03.rig_table({"syn": _view(MAIN)}, {"syn": {}})
+    assert "small_model_cliff_x" not in t and "part1_flood_rps" not in t
+
+
+def _small_rows(itl_64, itl_256):
+    caps = [1, 4, 16, 64, 256]
+    return _rows("syn", "small", caps, [540, 1480, 4670, 12200, 15560], [1.66, 2.4, 2.8, itl_64, itl_256])
+
+
+def _with_small(small_rows):
+    v = _view(MAIN + small_rows)
+    return v
+
+
+def test_added_sequence_cost_reads_the_running_batch():
+    rows = _rows("syn", "main", [64, 256], [6000, 8400], [6.0, 10.0], running=[64, 144])
+    add = p03.added_sequence_ms(pd.DataFrame(rows), 64, 256)
+    assert add["ms_per_seq"] == pytest.approx(4.0 / 80)  # per running sequence, not per cap
+    assert p03.added_sequence_ms(pd.DataFrame(rows), 64, 512) is None
+
+
+def test_small_model_words_give_the_same_cliff_as_the_table_and_leave_the_cause_open():
+    v = _with_small(_small_rows(4.06, 16.44))  # each added sequence costs the small model more than the 4B
+    words = p03.small_model_words(v, {}, "differs", "Inside a step")
+    main_cliff = p03.cliff(v["sweep"], 1, 256)
+    assert f"against the 4B's {fmt_num(main_cliff)}x" in words
+    assert fmt_num(main_cliff) == fmt_num(p03.rig_table({"syn": v}, {})["cliff_x"].iloc[0])
+    assert "costs the small model more than it costs the 4B" in words
+    assert "steeper, not shallower" in words and "the cause is open (Inside a step" in words
+    assert "bound by the step's fixed costs" not in words  # the old, wrong explanation
+    add = (16.44 - 4.06) / 192
+    assert f"{fmt_num(add)} ms per added running sequence" in words
+
+
+def test_small_model_words_say_lighter_where_the_data_say_so():
+    v = _with_small(_small_rows(3.0, 6.0))
+    words = p03.small_model_words(v, {}, "holds")
+    assert "costs the small model less than it costs the 4B" in words
+    assert "the cause is open" not in words
+
+
+def test_no_small_model_no_words():
+    assert p03.small_model_words(_view(MAIN), {}, "not measured") == ""
+
+
+def test_the_small_cliff_claim_does_not_blame_a_fixed_cost():
+    (claim,) = [c for c in p03.CLAIMS if c.id == "small-cliff"]
+    assert "gains less from sharing" not in claim.why
