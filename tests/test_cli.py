@@ -198,3 +198,21 @@ def test_part_5s_plan_names_the_pools_of_the_presets_it_serves(tmp_path):
                      "--set", "reference_session=false")
     assert no_ref.returncode == 0, no_ref.stderr
     assert "KV pool (qwen3.5-4b)" not in no_ref.stdout and "KV pool (qwen3.5-9b)" in no_ref.stdout
+
+
+def test_a_sweep_with_settings_other_than_the_complete_points_is_refused_up_front(linked_data, monkeypatch, capsys):
+    import shutil
+
+    from inference_wall import parts
+
+    shutil.copytree(ROOT / "data" / "runs" / "01-hit-the-wall" / "cpu-tiny",
+                    linked_data / "runs" / "01-hit-the-wall" / "cpu-tiny")
+    monkeypatch.setattr(parts, "run", lambda *a, **k: pytest.fail("the sweep started"))
+    rc = cli.main(["sweep", "--part", "1", "--rig", "cpu-tiny", "--data-dir", str(linked_data), "--set", "input_len=64"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert "workload input_len: made with 32, the plan has 64" in err[0] and "--redo-changed" in err[0]
+    assert cli.main(["plan", "--part", "1", "--rig", "cpu-tiny", "--data-dir", str(linked_data),
+                     "--set", "input_len=64"]) == 0
+    flood = [line for line in capsys.readouterr().out.splitlines() if line.startswith("flood ")]
+    assert flood and flood[0].endswith("complete, made otherwise (workload input_len: made with 32, the plan has 64)")

@@ -109,3 +109,66 @@ def test_a_session_warms_up_with_the_parts_lengths_and_sizes_every_later_pass_to
         (measured,) = [p for p in json.loads((ctx.rig_dir / name / "manifest.json").read_text())["passes"]
                        if p["kind"] == "measured"]
         assert measured["planned_prompts"] == 4 and measured["spec"]["num_prompts"] > 4, (name, measured)
+
+
+def test_a_resume_refuses_a_complete_point_made_with_other_settings_and_redoes_it_when_asked(fake_vllm_env):
+    tmp_path = fake_vllm_env
+    rig = RigProfile(name="fake", model_preset="tiny-dense")
+    assert run_sweep(_plans(), _context(tmp_path, rig)).done == ["p0", "p1"]
+    from inference_wall.errors import UserError
+
+    ctx = _context(tmp_path, rig)
+    ctx.workload = Workload(16, 4)  # what `--set input_len=16` makes of the part's workload
+    with pytest.raises(UserError, match="point p0 .* workload input_len: made with 8, the plan has 16") as e:
+        run_sweep(_plans(), ctx)
+    assert "\n" not in str(e.value) and "--redo-changed" in str(e.value)
+    flagged = _context(tmp_path, RigProfile(name="fake", model_preset="tiny-dense", serve_args=["--enforce-eager"]))
+    with pytest.raises(UserError, match="serve flags: made with .* the plan has --enforce-eager"):
+        run_sweep(_plans(), flagged)
+    ctx.redo_changed = True
+    assert run_sweep(_plans(), ctx).done == ["p0", "p1"]
+    for name in ("p0", "p1"):
+        assert json.loads((ctx.rig_dir / name / "manifest.json").read_text())["workload"]["input_len"] == 16
+
+
+def test_a_run_on_another_machine_than_the_rigs_recorded_one_is_refused_before_a_server_starts(fake_vllm_env):
+    tmp_path = fake_vllm_env
+    rig = RigProfile(name="fake", model_preset="tiny-dense")
+    made = {"gpu": {"name": "NVIDIA H200"}, "vllm": "0.22.1"}
+    assert run_sweep(_plans(1), _context(tmp_path, rig, rig_info=made)).done == ["p0"]
+    from inference_wall import server
+    from inference_wall.errors import UserError
+
+    def no_server(self):
+        raise AssertionError("a server started")
+
+    for other, named in (({"gpu": {"name": "NVIDIA A10G"}, "vllm": "0.22.1"}, "GPU NVIDIA A10G"),
+                         ({"gpu": {"name": "NVIDIA H200"}, "vllm": "0.23.0"}, "vLLM 0.23.0")):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(server.VllmServer, "start", no_server)
+            with pytest.raises(UserError, match=f"rig fake's runs were made on GPU NVIDIA H200 with vLLM 0.22.1.*"
+                                                f"{named}.*new rig name"):
+                run_sweep(_plans(2), _context(tmp_path, rig, rig_info=other))
+    assert run_sweep(_plans(2), _context(tmp_path, rig, rig_info=made)).done == ["p1"]  # the same machine resumes
+
+
+def test_every_committed_point_counts_as_complete_for_its_own_plan():
+    """The identity check against the committed data: no complete point of any part and rig profile is 'made
+    otherwise' by today's plan (a change to a plan or to the check that would drop committed points shows here)."""
+    from inference_wall import parts
+    from inference_wall.rig import known_profiles, load_profile
+    from inference_wall.store import iter_points, rig_dir
+    from inference_wall.sweep import SettingsSource, changed_points
+
+    checked = 0
+    for part in parts.MODULES:
+        for rig in known_profiles():
+            if not rig_dir(part, rig).is_dir():
+                continue
+            params = parts.parameters(part, rig)
+            src = SettingsSource(parts.SERVE_ARGS, parts.SERVER_ENV, load_profile(rig),
+                                 Workload(params["input_len"], params["output_len"]))
+            plans = parts.plan(part, rig)
+            assert changed_points(plans, rig_dir(part, rig), src) == {}, (part, rig)
+            checked += sum(1 for _, _, p, _ in iter_points(None, part, rig) if p.name in {x.name for x in plans})
+    assert checked >= 100

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -39,6 +40,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", type=Path, default=REPO / "data", help="data folder (default: the repo's data/)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                    help="override a part parameter, e.g. --set 'caps=[1,4]' (see `plan --part N --rig R`)")
+    p.add_argument("--redo-changed", action="store_true",
+                   help="make again the complete points whose recorded settings (workload, flags, model, passes) "
+                        "differ from this plan's; without it such a point is refused, naming the difference")
 
 
 def _overrides(items: list[str]) -> dict:
@@ -119,12 +123,18 @@ def _dispatch(args) -> int:
         params = parts.parameters(args.part, args.rig, args.data_dir, _overrides(args.set))
         plans = parts.plan(args.part, args.rig, args.data_dir, _overrides(args.set))
         status = point_status(rig_dir(args.part, args.rig, args.data_dir), [p.name for p in plans])
+        for name, diffs in _changed(args, plans, params).items():
+            status[name] = f"complete, made otherwise ({diffs[0]}{'; ...' if len(diffs) > 1 else ''})"
         for line in _plan_header(args, params, plans):
             print(line)
         print(json.dumps(params, indent=1))
         for p in plans:
             print(f"{p.name:20s} session={p.session:16s} max_num_seqs={p.max_num_seqs:<4d} {status[p.name]}")
         return 0
+    if getattr(args, "redo_changed", False):
+        from .sweep import REDO_CHANGED_ENV
+
+        os.environ[REDO_CHANGED_ENV] = "1"  # the sweep reads it, in this process or in the notebook's kernel
     if args.command == "sweep":
         with _writer(args):
             from . import parts
@@ -153,7 +163,32 @@ def _writer(args):
     _overrides(args.set)
     load_profile(args.rig, args.data_dir)  # checked against its schema
     check_budget(args.budget_min)
+    if not args.redo_changed:  # before any model is prepared or server started
+        from . import parts
+        from .sweep import refuse_changed
+
+        plans = parts.plan(args.part, args.rig, args.data_dir, _overrides(args.set))
+        if args.points:
+            plans = [p for p in plans if p.name in args.points]
+        refuse_changed(_changed(args, plans, parts.parameters(args.part, args.rig, args.data_dir, _overrides(args.set))),
+                       rig_dir(args.part, args.rig, args.data_dir))
     return writer_lock(rig_dir(args.part, args.rig, args.data_dir), f"part {name} on rig {args.rig}")
+
+
+def _changed(args, plans, params: dict) -> dict[str, list[str]]:
+    """The complete points of the part and rig that this plan would make otherwise (sweep.changed_points)."""
+    from . import parts
+    from .bench import Workload
+    from .rig import load_profile
+    from .store import rig_dir
+    from .sweep import SettingsSource, changed_points
+
+    profile = load_profile(args.rig, args.data_dir)
+    if getattr(args, "model_source", None):
+        profile.model_source = args.model_source
+    src = SettingsSource(list(parts.SERVE_ARGS), dict(parts.SERVER_ENV), profile,
+                         Workload(params["input_len"], params["output_len"]))
+    return changed_points(plans, rig_dir(args.part, args.rig, args.data_dir), src)
 
 
 def _check_machine(args) -> None:

@@ -106,10 +106,11 @@ def is_complete(point: Path) -> bool:
     return bool(m) and m.get("status") == "complete"
 
 
-def fresh_point_dir(point: Path) -> Path:
-    """An empty folder for a point that is about to (re)run; never called on a complete point."""
+def fresh_point_dir(point: Path, replace_complete: bool = False) -> Path:
+    """An empty folder for a point that is about to (re)run; a complete point only when asked to replace it
+    (a point made with other settings, remade under --redo-changed)."""
     point = Path(point)
-    if is_complete(point):
+    if is_complete(point) and not replace_complete:
         raise RuntimeError(f"refusing to overwrite complete point {point}")
     if point.exists():
         shutil.rmtree(point)

@@ -13,6 +13,7 @@ prompt set from cache); a measured point uses the same seed on every rig.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -94,6 +95,13 @@ class SweepContext:
     serve_args: list[str] = field(default_factory=list)  # the part's `vllm serve` flags (e.g. --dtype float16)
     server_env: dict[str, str] = field(default_factory=dict)  # the part's server environment
     extra_manifest: dict = field(default_factory=dict)
+    # A complete point made with other settings than the plan's is refused (one line naming the difference);
+    # with redo_changed it is made again. The CLI's --redo-changed sets IW_REDO_CHANGED=1 (it reaches the
+    # notebook's kernel too).
+    redo_changed: bool = field(default_factory=lambda: os.environ.get(REDO_CHANGED_ENV) == "1")
+
+
+REDO_CHANGED_ENV = "IW_REDO_CHANGED"
 
 
 @dataclass
@@ -146,8 +154,12 @@ def run_sweep(plans: list[PointPlan], ctx: SweepContext) -> SweepReport:
 
 def _run_sweep_locked(plans: list[PointPlan], names: list[str], ctx: SweepContext) -> SweepReport:
     report = SweepReport()
-    todo = {p.name for p in plans if not is_complete(ctx.rig_dir / p.name)}
+    changed = changed_points(plans, ctx.rig_dir, _plan_settings_source(ctx))
+    if not ctx.redo_changed:
+        refuse_changed(changed, ctx.rig_dir)
+    todo = {p.name for p in plans if p.name in changed or not is_complete(ctx.rig_dir / p.name)}
     if todo:
+        check_same_machine(ctx.rig.name, ctx.rig_dir.parent.parent, ctx.rig_info)
         check_budget(ctx.budget_s / 60 if ctx.budget_s is not None else None)
     report.skipped = [n for n in names if n not in todo]
     t0 = time.monotonic()
@@ -225,7 +237,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                 raise ValueError(f"{point.name} measures a cold server and must come first in its session")
             bar.set_postfix_str(point.name)
             t_point = time.monotonic()
-            pdir = fresh_point_dir(ctx.rig_dir / point.name)
+            pdir = fresh_point_dir(ctx.rig_dir / point.name, replace_complete=ctx.redo_changed)
             records: list[dict] = []
             try:
                 if point.resolve is not None:
@@ -377,6 +389,151 @@ def _record_failure(pdir: Path, point: PointPlan, ctx: SweepContext, model: Mode
     scrub_files(pdir, _secrets(ctx))
     write_json_atomic(pdir / "manifest.json",
                       _manifest(point, ctx, model, records, session or {"id": session_id}, status, pdir, message))
+
+
+# ---------------------------------------------------------------------------------------------
+# A point's identity: what made it. A resume keeps a complete point only when the plan would make it the same way.
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class SettingsSource:
+    """What, besides the point itself, shapes how a point is made: the part's serve flags and server
+    environment, the rig's profile, the part's workload (see point_settings)."""
+    serve_args: list[str]
+    server_env: dict[str, str]
+    rig: RigProfile
+    workload: Workload
+
+
+def _plan_settings_source(ctx: SweepContext) -> SettingsSource:
+    return SettingsSource(ctx.serve_args, ctx.server_env, ctx.rig, ctx.workload)
+
+
+def _plain(x):
+    """JSON-shaped (tuples as lists, numbers as JSON reads them), as a manifest holds it."""
+    return json.loads(json.dumps(x, default=str))
+
+
+def point_settings(point: PointPlan, src: SettingsSource) -> dict:
+    """What makes a point, as the plan would make it: the model preset and source, the running batch cap, the
+    workload, the server's flags and environment (secrets redacted as the manifest records them), the point's
+    own parameters, and (for a point the plan fixes before it runs) each planned pass's spec."""
+    flags = [*src.serve_args, *src.rig.serve_args, *point.serve_args]
+    env = {**src.server_env, **src.rig.env, **point.serve_env}
+    secrets = secret_values({**os.environ, **env}, flags)
+    out = {"model": {"preset": point.preset or src.rig.model_preset, "source": src.rig.model_source},
+           "max_num_seqs": point.max_num_seqs, "workload": asdict(point.workload or src.workload),
+           "serve flags": redact_record(redact_argv(flags), secrets),
+           "server env": redact_record(env, secrets), "params": point.params}
+    if point.resolve is None:  # a resolved point's passes are set when it runs (e.g. a rate from the flood)
+        out["passes"] = {p.label: p.spec.to_dict() for p in point.passes}
+    return _plain(out)
+
+
+def _recorded_flags(command: list[str]) -> list[str] | None:
+    """The flags after the model's own and --max-num-seqs in a recorded `vllm serve` command (see _run_session)."""
+    try:
+        return command[command.index("--max-num-seqs") + 2:]
+    except (ValueError, AttributeError):
+        return None
+
+
+def recorded_settings(manifest: dict) -> dict:
+    """point_settings's keys as a point's manifest recorded them (a key it lacks is absent)."""
+    session = manifest.get("session") or {}
+    model = manifest.get("model") or {}
+    out = {"model": {"preset": model.get("preset"), "source": model.get("source")},
+           "max_num_seqs": manifest.get("max_num_seqs"), "workload": manifest.get("workload"),
+           "serve flags": _recorded_flags(session.get("server_command")), "server env": session.get("server_env"),
+           "params": manifest.get("params"),
+           "passes": {r["label"]: {**r["spec"], **({"num_prompts": r["planned_prompts"]}
+                                                   if "planned_prompts" in r else {})}
+                      for r in manifest.get("passes") or [] if "spec" in r}}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+_PASS_DEFAULTS = _plain(PassSpec(num_prompts=0).to_dict())
+
+
+def _show(v) -> str:
+    return " ".join(v) if isinstance(v, list) and all(isinstance(x, str) for x in v) else json.dumps(v)
+
+
+def settings_differences(planned: dict, recorded: dict) -> list[str]:
+    """Where a recorded point differs from the plan, in words ('workload input_len: made with 32, the plan
+    has 64'). The point's parameters and workload are compared key by key (a resolved point records more
+    parameters than its plan fixes); passes by label, the plan's only (the session's warm-up is not the
+    point's)."""
+    diffs = []
+    for key, want in planned.items():
+        if key not in recorded:
+            continue
+        have = recorded[key]
+        if key in ("params", "workload", "model"):
+            for k, v in want.items():
+                if k in have and have[k] != v:
+                    diffs.append(f"{key} {k}: made with {_show(have[k])}, the plan has {_show(v)}")
+        elif key == "passes":
+            for label, spec in want.items():
+                if label not in have:
+                    diffs.append(f"pass {label}: not in the record")
+                    continue
+                for k, v in spec.items():
+                    # a field the record predates was made at its default (a field added to PassSpec later)
+                    if have[label].get(k, _PASS_DEFAULTS.get(k)) != v:
+                        diffs.append(f"pass {label} {k}: made with {_show(have[label].get(k))}, the plan has "
+                                     f"{_show(v)}")
+        elif have != want:
+            diffs.append(f"{key}: made with {_show(have) or '(none)'}, the plan has {_show(want) or '(none)'}")
+    return diffs
+
+
+def changed_points(plans: list[PointPlan], rig_dir: Path, src: SettingsSource) -> dict[str, list[str]]:
+    """{point name: differences} for the complete points of `rig_dir` that the plan would make otherwise."""
+    out = {}
+    for point in plans:
+        m = read_manifest(Path(rig_dir) / point.name)
+        if m and m.get("status") == "complete":
+            diffs = settings_differences(point_settings(point, src), recorded_settings(m))
+            if diffs:
+                out[point.name] = diffs
+    return out
+
+
+def refuse_changed(changed: dict[str, list[str]], rig_dir: Path) -> None:
+    """One line naming the first changed point and how it differs (see changed_points); nothing if none."""
+    if not changed:
+        return
+    name, diffs = next(iter(changed.items()))
+    more = f" (and {len(changed) - 1} more point(s): {', '.join(list(changed)[1:])})" if len(changed) > 1 else ""
+    raise UserError(f"point {name} of {rig_dir} is complete but was made with other settings than this plan: "
+                    f"{'; '.join(diffs)}{more}; rerun with --redo-changed to make the changed points again, or give "
+                    f"this run a new rig name")
+
+
+def machine_identity(rig_info: dict) -> dict:
+    """The GPU (name; none on a CPU rig) and the vLLM version a rig capture names."""
+    return {"GPU": (rig_info.get("gpu") or {}).get("name") or "none", "vLLM": rig_info.get("vllm")}
+
+
+def check_same_machine(rig: str, runs: Path, rig_info: dict) -> None:
+    """A run adds to a rig's data only on the machine its complete points were made on (the same GPU and vLLM
+    version in every part's manifests of that rig); otherwise one line asks for a new rig name."""
+    here = machine_identity(rig_info)
+    if not here["vLLM"]:
+        return  # the probe could not import vLLM: the server start reports that, by name
+    seen: dict[tuple, str] = {}
+    for part in sorted(Path(runs).glob(f"*/{rig}")):
+        for point in sorted(part.iterdir()):
+            m = read_manifest(point) if point.is_dir() else None
+            if m and m.get("status") == "complete":
+                ident = machine_identity(m.get("rig_info") or {})
+                seen.setdefault((ident["GPU"], ident["vLLM"]), f"{part.parent.name}/{point.name}")
+    if seen and (here["GPU"], here["vLLM"]) not in seen:
+        (gpu, vllm), where = next(iter(seen.items()))
+        raise UserError(f"rig {rig}'s runs were made on GPU {gpu} with vLLM {vllm} (e.g. {where}); this machine "
+                        f"has GPU {here['GPU']} with vLLM {here['vLLM']}: give it a new rig name (e.g. RIG={rig}-b, "
+                        f"with a copy of data/rigs/{rig}.json if it has one)")
 
 
 def check_budget(budget_min: float | None) -> None:
