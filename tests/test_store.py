@@ -168,3 +168,22 @@ def test_the_cache_never_hides_a_corrupt_raw_file(cache, tmp_path):
     log.write_bytes(log.read_bytes()[:-100])
     with pytest.raises(store.CorruptArtefact):
         store.pass_summary(pt)
+
+
+@pytest.mark.parametrize("name", ["metrics-after.prom", "server.log", "bench.json"])
+def test_an_artefact_listed_in_the_manifest_but_deleted_fails_naming_the_point_and_the_file(tmp_path, name):
+    """Before, a deleted metrics snapshot read as 'no snapshot' and the point's tokens per step became NaN."""
+    pt = _point_with_hashes(tmp_path)
+    assert store.pass_summary(pt)["tokens_per_step"] > 0
+    path = pt.path / name
+    if not path.exists():
+        path = path.with_name(name + ".gz")
+    path.unlink()
+    with pytest.raises(store.CorruptArtefact) as err:
+        store.pass_summary(pt)
+    assert str(pt.path) in str(err.value) and path.name in str(err.value) and "missing" in str(err.value)
+
+
+def test_a_file_no_manifest_lists_is_simply_absent(tmp_path):
+    pt = _point_with_hashes(tmp_path)
+    assert pt.metrics("nonesuch") == {}

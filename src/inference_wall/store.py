@@ -158,9 +158,25 @@ def artefact_records(point: Path) -> dict[str, dict]:
 @functools.lru_cache(maxsize=1024)
 def _recorded_artefacts(manifest: str, mtime_ns: int, size: int) -> dict:
     try:
-        return json.loads(Path(manifest).read_text()).get("artefacts") or {}
+        m = json.loads(Path(manifest).read_text())
     except (OSError, ValueError):
         return {}
+    # a manifest that predates the records lists its files' names only: their presence is still checked
+    return m.get("artefacts") or {name: {} for name in m.get("files") or []}
+
+
+def _listed(point: Path) -> dict:
+    manifest = Path(point) / MANIFEST
+    try:
+        mst = manifest.stat()
+    except OSError:
+        return {}
+    return _recorded_artefacts(str(manifest), mst.st_mtime_ns, mst.st_size)
+
+
+def _missing(path: Path) -> CorruptArtefact:
+    return CorruptArtefact(f"{path.parent}: {path.name} is listed in its manifest but missing from disk: restore it "
+                           f"(git checkout -- {path.name} in its folder) or rerun the point")
 
 
 def verify_artefact(path: Path) -> Path:
@@ -173,9 +189,14 @@ def verify_artefact(path: Path) -> Path:
     except OSError:
         return path
     expected = _recorded_artefacts(str(manifest), mst.st_mtime_ns, mst.st_size).get(path.name)
+    if expected is None:
+        return path
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise _missing(path) from None
     if not expected:
         return path
-    st = path.stat()
     if st.st_size != expected.get("bytes", st.st_size):
         raise CorruptArtefact(f"{path}: {st.st_size} bytes, but its manifest recorded {expected['bytes']}: the "
                               f"file is truncated or was changed; restore it (git checkout -- {path.name} in its "
@@ -194,6 +215,10 @@ def open_artefact(point: Path, name: str) -> Path:
     gz = p.with_name(p.name + ".gz")
     if gz.exists():
         return verify_artefact(gz)
+    listed = _listed(point)
+    for candidate in (p, gz):
+        if candidate.name in listed:
+            raise _missing(candidate)  # never a missing value: the point recorded this file
     raise FileNotFoundError(p)
 
 
