@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -216,3 +217,40 @@ def test_a_sweep_with_settings_other_than_the_complete_points_is_refused_up_fron
                      "--set", "input_len=64"]) == 0
     flood = [line for line in capsys.readouterr().out.splitlines() if line.startswith("flood ")]
     assert flood and flood[0].endswith("complete, made otherwise (workload input_len: made with 32, the plan has 64)")
+
+
+def _refused_up_front(monkeypatch, capsys, argv) -> str:
+    """cli.main(argv) exits 2 with one line before the machine check (and so before any model or server)."""
+    monkeypatch.setattr(cli, "_check_machine", lambda args: pytest.fail("got past the up-front checks"))
+    rc = cli.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    return err[0]
+
+
+@pytest.mark.parametrize("command", ["sweep", "reproduce"])
+@pytest.mark.parametrize("extra, named", [
+    (["--budget-min", "nan"], "--budget-min nan is not a number of minutes"),
+    (["--budget-min", "inf"], "--budget-min inf is not a number of minutes"),
+    (["--points", "flood", "flod"], "unknown point(s) flod for part 01-hit-the-wall"),
+    (["--set", "input_lem=64"], "unknown parameter(s) ['input_lem']"),
+    (["--python", "/nonexistent/bin/python"], "--python /nonexistent/bin/python: no such executable"),
+    (["--python", sys.executable], "cannot import vllm"),
+])
+def test_bad_run_options_are_refused_before_anything_starts(command, extra, named, tmp_path, monkeypatch, capsys):
+    line = _refused_up_front(monkeypatch, capsys, [command, "--part", "1", "--rig", "my-rig", "--data-dir",
+                                                   str(tmp_path), *extra])
+    assert named in line
+
+
+@pytest.mark.parametrize("overrides, named", [
+    ({"01-hit-the-wal": {"target_window_s": 2.0}}, "overrides: unknown part(s) ['01-hit-the-wal']"),
+    ({"03-batching-cliff": {"capz": [1, 4]}}, "unknown parameter(s) ['capz'] for part 03-batching-cliff"),
+])
+def test_a_profile_overriding_an_unknown_part_or_parameter_is_refused_before_anything_starts(
+        overrides, named, tmp_path, monkeypatch, capsys):
+    (tmp_path / "rigs").mkdir()
+    (tmp_path / "rigs" / "my-rig.json").write_text(json.dumps({"overrides": overrides}))
+    line = _refused_up_front(monkeypatch, capsys, ["sweep", "--part", "1", "--rig", "my-rig", "--data-dir",
+                                                   str(tmp_path)])
+    assert named in line and "my-rig" in line

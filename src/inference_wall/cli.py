@@ -160,19 +160,43 @@ def _writer(args):
 
     name = part_name(args.part)
     check_run_rig(args.rig)
-    _overrides(args.set)
-    load_profile(args.rig, args.data_dir)  # checked against its schema
+    overrides = _overrides(args.set)
+    profile = load_profile(args.rig, args.data_dir)  # checked against its schema (and its overrides' part names)
     check_budget(args.budget_min)
-    if not args.redo_changed:  # before any model is prepared or server started
-        from . import parts
-        from .sweep import refuse_changed
+    from . import parts
+    from .sweep import refuse_changed
 
-        plans = parts.plan(args.part, args.rig, args.data_dir, _overrides(args.set))
-        if args.points:
-            plans = [p for p in plans if p.name in args.points]
-        refuse_changed(_changed(args, plans, parts.parameters(args.part, args.rig, args.data_dir, _overrides(args.set))),
-                       rig_dir(args.part, args.rig, args.data_dir))
+    for part in profile.overrides:  # a misspelled parameter of any part in the profile, not only this one's
+        parts.parameters(part, args.rig, args.data_dir)
+    params = parts.parameters(args.part, args.rig, args.data_dir, overrides)  # unknown --set keys
+    plans = parts.plan(args.part, args.rig, args.data_dir, overrides)
+    if args.points:
+        valid = [p.name for p in plans]
+        unknown = [p for p in args.points if p not in valid]
+        if unknown:
+            raise UserError(f"unknown point(s) {', '.join(unknown)} for part {name}; valid: {', '.join(valid)}")
+        plans = [p for p in plans if p.name in args.points]
+    if not args.redo_changed:  # before any model is prepared or server started
+        refuse_changed(_changed(args, plans, params), rig_dir(args.part, args.rig, args.data_dir))
+    _check_python(args.python)
     return writer_lock(rig_dir(args.part, args.rig, args.data_dir), f"part {name} on rig {args.rig}")
+
+
+def _check_python(python: str | None) -> None:
+    """--python names an interpreter that exists and finds vllm (without importing it: a second at most)."""
+    import shutil
+
+    from .gpuenv import has_vllm
+
+    if python is None:
+        return
+    exe = shutil.which(python)
+    if exe is None:
+        raise UserError(f"--python {python}: no such executable (give the interpreter of a venv with vLLM, e.g. "
+                        f".venv-vllm/bin/python)")
+    if not has_vllm(exe):
+        raise UserError(f"--python {python}: this interpreter cannot import vllm (make vllm-cpu builds "
+                        f".venv-vllm/bin/python; make vllm-gpu builds .venv-vllm-gpu/bin/python)")
 
 
 def _changed(args, plans, params: dict) -> dict[str, list[str]]:

@@ -85,6 +85,16 @@ def profile_error(raw) -> str | None:
     return f"{where or 'the profile'}: {error.message}"
 
 
+def _overrides_error(overrides: dict) -> str | None:
+    """Overrides for a part that does not exist would be ignored, and the run would record the defaults."""
+    from .schema import PARTS
+
+    unknown = sorted(set(overrides) - set(PARTS.values()))
+    if unknown:
+        return f"overrides: unknown part(s) {unknown}; parts are named by their folders: {', '.join(PARTS.values())}"
+    return None
+
+
 def load_profile(rig: str, data_dir: Path | None = None) -> RigProfile:
     check_rig_name(rig)
     path = Path(data_dir or DATA_DIR) / "rigs" / f"{rig}.json"
@@ -94,7 +104,7 @@ def load_profile(rig: str, data_dir: Path | None = None) -> RigProfile:
         raw = json.loads(path.read_text())
     except ValueError as e:
         raise UserError(f"{path}: not valid JSON ({e})")
-    problem = profile_error(raw)
+    problem = profile_error(raw) or _overrides_error(raw.get("overrides") or {})
     if problem:
         raise UserError(f"{path}: {problem}")
     raw.pop("name", None)

@@ -539,6 +539,9 @@ def check_same_machine(rig: str, runs: Path, rig_info: dict) -> None:
 def check_budget(budget_min: float | None) -> None:
     """A budget too small for one server start and one point would run nothing: say so up front."""
     need_s = SERVER_START_ESTIMATE_S + POINT_ESTIMATE_S
+    if budget_min is not None and not math.isfinite(budget_min):
+        raise UserError(f"--budget-min {budget_min:g} is not a number of minutes; give one (e.g. --budget-min 30), "
+                        f"or leave it out for no time limit")
     if budget_min is not None and budget_min * 60 < need_s:
         raise UserError(f"--budget-min {budget_min:g} is below what one point needs (about {need_s / 60:.0f} min: "
                         f"a server start, {SERVER_START_ESTIMATE_S / 60:.0f} min, and a point, "
