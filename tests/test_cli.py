@@ -254,3 +254,15 @@ def test_a_profile_overriding_an_unknown_part_or_parameter_is_refused_before_any
     line = _refused_up_front(monkeypatch, capsys, ["sweep", "--part", "1", "--rig", "my-rig", "--data-dir",
                                                    str(tmp_path)])
     assert named in line and "my-rig" in line
+
+
+def test_plan_never_prints_a_secret_of_the_profile(tmp_path, capsys):
+    token, key = "hf_PROFILEtokenPROFILEtokenPROFILE0123", "profile-api-key-0123456789"
+    (tmp_path / "rigs").mkdir()
+    (tmp_path / "rigs" / "my-rig.json").write_text(json.dumps({
+        "description": f"uses {key}", "env": {"HF_TOKEN": token}, "serve_args": ["--api-key", key, "--enforce-eager"]}))
+    (tmp_path / "models").symlink_to(ROOT / "data" / "models")
+    assert cli.main(["plan", "--part", "3", "--rig", "my-rig", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "--api-key <redacted> --enforce-eager" in out
+    assert token not in out and key not in out

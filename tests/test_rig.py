@@ -41,3 +41,19 @@ def test_a_bad_profile_is_one_line_naming_the_file_and_key(tmp_path, raw, needle
         load_profile("bad", tmp_path)
     message = str(err.value)
     assert "\n" not in message and "bad.json" in message and needle in message, message
+
+
+def test_the_rigs_page_rows_never_hold_a_secret_of_a_profile(tmp_path):
+    import json
+
+    from inference_wall.rig import rigs_overview
+
+    token, key = "hf_PROFILEtokenPROFILEtokenPROFILE0123", "profile-api-key-0123456789"
+    (tmp_path / "rigs").mkdir()
+    (tmp_path / "rigs" / "my-rig.json").write_text(json.dumps({
+        "description": "a rig", "notes": [f"the key is {key}"], "env": {"HF_TOKEN": token, "OMP_NUM_THREADS": "2"},
+        "serve_args": ["--api-key", key, "--enforce-eager"]}))
+    (row,) = rigs_overview(tmp_path)
+    assert row["serve_args"] == "--api-key <redacted> --enforce-eager"
+    assert row["env"] == "HF_TOKEN=<redacted> OMP_NUM_THREADS=2"
+    assert token not in json.dumps(row) and key not in json.dumps(row)

@@ -126,3 +126,15 @@ def test_a_server_that_exits_while_serving_is_reported_as_exited(tmp_path, monke
         err = s.exit_error(symptom)
     assert isinstance(err, server.ServerExited)
     assert str(err).startswith("the server exited (status -9)") and "log tail:" in str(err) and "\n" not in str(err)
+
+
+def test_a_vllm_api_key_of_the_callers_environment_never_reaches_the_server(monkeypatch):
+    """With VLLM_API_KEY in the shell, every request of the benchmark client (which never saw it) failed."""
+    from inference_wall.server import api_keys, server_environment
+
+    monkeypatch.setenv("VLLM_API_KEY", "shell-key-0123456789")
+    assert "VLLM_API_KEY" not in server_environment({"OMP_NUM_THREADS": "1"})
+    assert server_environment({"VLLM_API_KEY": "rig-key-0123456789"})["VLLM_API_KEY"] == "rig-key-0123456789"
+    assert api_keys(["--api-key", "a-key", "--api-key=b-key"], {"VLLM_API_KEY": "c"}) == ["a-key", "b-key"]
+    assert api_keys(["--enforce-eager"], {"VLLM_API_KEY": "c-key"}) == ["c-key"]
+    assert api_keys([], {}) == []

@@ -172,3 +172,42 @@ def test_every_committed_point_counts_as_complete_for_its_own_plan():
             assert changed_points(plans, rig_dir(part, rig), src) == {}, (part, rig)
             checked += sum(1 for _, _, p, _ in iter_points(None, part, rig) if p.name in {x.name for x in plans})
     assert checked >= 100
+
+
+def test_the_client_sends_the_key_the_server_requires_and_never_the_callers_own(monkeypatch):
+    from inference_wall.server import ServerSpec
+    from inference_wall.sweep import client_env
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-the-users-own-openai-key-0123456789")
+    keyed = ServerSpec(model="m", python="py", args=["--api-key", "rig-key-0123456789"], env={})
+    assert client_env(keyed, {"OMP_NUM_THREADS": "1"}) == {"OMP_NUM_THREADS": "1", "OPENAI_API_KEY": "rig-key-0123456789"}
+    by_env = ServerSpec(model="m", python="py", args=[], env={"VLLM_API_KEY": "env-key-0123456789"})
+    assert client_env(by_env, {})["OPENAI_API_KEY"] == "env-key-0123456789"
+    assert client_env(ServerSpec(model="m", python="py", args=[], env={}), {})["OPENAI_API_KEY"] == ""
+
+
+def test_an_http_401_is_reported_as_what_it_is():
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from inference_wall.sweep import unauthorized
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            ok = self.headers.get("Authorization") == "Bearer right-key"
+            self.send_response(200 if ok else 401)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        err = unauthorized(url, None)
+        assert err is not None and "HTTP 401 Unauthorized" in str(err) and "sent none" in str(err)
+        assert "not one of them" in str(unauthorized(url, "wrong-key"))
+        assert unauthorized(url, "right-key") is None
+    finally:
+        httpd.shutdown()

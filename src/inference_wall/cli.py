@@ -127,7 +127,7 @@ def _dispatch(args) -> int:
             status[name] = f"complete, made otherwise ({diffs[0]}{'; ...' if len(diffs) > 1 else ''})"
         for line in _plan_header(args, params, plans):
             print(line)
-        print(json.dumps(params, indent=1))
+        print(json.dumps(_shown_params(args, params), indent=1))
         for p in plans:
             print(f"{p.name:20s} session={p.session:16s} max_num_seqs={p.max_num_seqs:<4d} {status[p.name]}")
         return 0
@@ -234,6 +234,15 @@ def _check_machine(args) -> None:
         args.python = gpuenv.gpu_vllm_python(profile)
 
 
+def _shown_params(args, params: dict) -> dict:
+    """The part's parameters with the profile's secret values scrubbed (an override could echo one)."""
+    from .redact import redact_record, secret_values
+    from .rig import load_profile
+
+    profile = load_profile(args.rig, args.data_dir)
+    return redact_record(params, secret_values(profile.env, profile.serve_args))
+
+
 def _plan_header(args, params: dict, plans) -> list[str]:
     """What `plan` prints before the parameters: the profile, the model(s) and, where known, the KV pool and
     its admission limit for the part's requests."""
@@ -241,7 +250,10 @@ def _plan_header(args, params: dict, plans) -> list[str]:
     from .modelkit import read_preset
     from .rig import load_profile
 
-    profile = load_profile(args.rig, args.data_dir)
+    from .rig import shown
+
+    real = load_profile(args.rig, args.data_dir)
+    profile = shown(real)  # no secret of the profile is printed
     name = parts.module(args.part).NAME
     lines = [f"part {name} on rig {args.rig}"]
     if profile.has_profile:
@@ -258,7 +270,7 @@ def _plan_header(args, params: dict, plans) -> list[str]:
         weights = "dummy weights of its shapes" if profile.model_source == "dummy" else f"weights from the hub ({hub})"
         lines.append(f"model: preset {preset} (data/models/{preset}; {hub or 'no hub checkpoint'}), {weights}")
     tokens = (params.get("input_len") or 0) + (params.get("output_len") or 0)
-    for preset, pool in parts.rig_pools(name, profile, params, args.data_dir).items():
+    for preset, pool in parts.rig_pools(name, real, params, args.data_dir).items():
         if pool is None:
             lines.append(f"KV pool ({preset}): not known yet (read from the log of the rig's first server start)")
             continue

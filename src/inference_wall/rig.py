@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
-from .redact import redact_env
+from .redact import redact_argv, redact_env, redact_record, secret_values
 from .store import DATA_DIR, check_rig_name
 
 
@@ -109,6 +109,19 @@ def load_profile(rig: str, data_dir: Path | None = None) -> RigProfile:
         raise UserError(f"{path}: {problem}")
     raw.pop("name", None)
     return RigProfile(name=rig, has_profile=True, **raw)
+
+
+def shown(profile: RigProfile) -> RigProfile:
+    """A copy of a profile fit to show (the rigs page, `plan`): secret-named variables and flags (HF_TOKEN,
+    --api-key) lose their values, and those values are scrubbed from its words, as a run's records are."""
+    from dataclasses import replace
+
+    secrets = secret_values(profile.env, profile.serve_args)
+    return replace(profile, serve_args=redact_record(redact_argv(profile.serve_args), secrets),
+                   env=redact_record(redact_env(profile.env), secrets),
+                   description=redact_record(profile.description, secrets),
+                   notes=redact_record(list(profile.notes), secrets),
+                   overrides=redact_record(profile.overrides, secrets))
 
 
 def known_profiles(data_dir: Path | None = None) -> list[str]:
@@ -220,7 +233,7 @@ def rigs_overview(data_dir: Path | None = None) -> list[dict]:
         rec["serve_command"] = (m.get("session") or {}).get("server_command")
     rows = []
     for rig in sorted(set(seen) | set(known_profiles(data_dir))):
-        profile = load_profile(rig, data_dir)
+        profile = shown(load_profile(rig, data_dir))
         rec = seen.get(rig, {})
         bw = sorted(rec.get("bandwidth", []))
         rows.append({

@@ -64,6 +64,30 @@ class ServerSpec:
                 "--port", str(port), *self.args]
 
 
+# Not inherited from the caller's environment: a VLLM_API_KEY there (set for some other server) would make the
+# measured server refuse every request of the benchmark client, which never saw it. A rig or part that wants
+# a key names it in its own env or flags (--api-key); the sweep then hands it to the client (sweep.client_env).
+NOT_INHERITED = ("VLLM_API_KEY",)
+
+
+def server_environment(spec_env: dict[str, str]) -> dict[str, str]:
+    """The environment a `vllm serve` process starts with: the caller's (less NOT_INHERITED), then the spec's."""
+    inherited = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
+    return {**inherited, **spec_env, "VLLM_SERVER_DEV_MODE": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def api_keys(args: list[str], env: dict[str, str]) -> list[str]:
+    """The API keys a server started with these flags and this (spec) environment requires (vLLM: every
+    --api-key value, else VLLM_API_KEY); empty when it requires none."""
+    keys = []
+    for i, arg in enumerate(args):
+        if arg == "--api-key" and i + 1 < len(args):
+            keys.append(args[i + 1])
+        elif arg.startswith("--api-key="):
+            keys.append(arg.split("=", 1)[1])
+    return [k for k in keys if k] or ([env["VLLM_API_KEY"]] if env.get("VLLM_API_KEY") else [])
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -236,7 +260,7 @@ class VllmServer:
 
     def _launch(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.spec.env, "VLLM_SERVER_DEV_MODE": "1", "PYTHONUNBUFFERED": "1"}
+        env = server_environment(self.spec.env)
         cmd = self.spec.command(self.port)
         self.command = cmd
         with open(self.log_path, "ab") as log:

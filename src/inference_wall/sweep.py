@@ -36,7 +36,7 @@ from .poller import artefact_name, polling
 from .record import new_manifest
 from .redact import redact_argv, redact_record, redact_server_info, scrub_files, secret_values
 from .rig import RigProfile
-from .server import ServerSpec, TerminateAsInterrupt, VllmServer
+from .server import ServerSpec, TerminateAsInterrupt, VllmServer, api_keys
 from .store import (artefact_records, check_run_rig, compress_large, fresh_point_dir, is_complete, read_manifest,
                     request_throughput, write_json_atomic)
 
@@ -206,9 +206,10 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
     spec = ServerSpec(model=model.model, python=ctx.python, args=args,
                       env={**ctx.server_env, **ctx.rig.env, **first.serve_env}, startup_timeout_s=ctx.startup_timeout_s)
     server = VllmServer(spec, log_path)
+    client = client_env(spec, ctx.rig.env)
     bar.set_postfix_str(f"starting server for {first.name}")
     # the bench client's imports (15-30 s) overlap the server's start, and are paid once per session
-    forks = BenchForkServer(ctx.python, ctx.rig.env, tmp / "bench-fork.log") if BenchForkServer.enabled() else None
+    forks = BenchForkServer(ctx.python, client, tmp / "bench-fork.log") if BenchForkServer.enabled() else None
     runner = "fork" if forks else "process"
     t_start = time.monotonic()
     try:
@@ -266,7 +267,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                                                        # the session's warm-up floods with the part's lengths
                                                        ctx.workload if p is session_warmup else point.workload or ctx.workload,
                                                        spec, pdir / f"{p.label}.json",
-                                                       pdir / "bench.log", env=ctx.rig.env, fork_server=forks)
+                                                       pdir / "bench.log", env=client, fork_server=forks)
                     records.append({"label": p.label, "kind": p.kind, "spec": spec.to_dict(), "command": cmd,
                                     "runner": runner,
                                     **({"workload": asdict(ctx.workload)} if p is session_warmup else {}),
@@ -285,6 +286,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                 raise
             except Exception as e:  # noqa: BLE001 - any failure marks the point failed and stops the sweep
                 e = server.exit_error(e)  # a dead server, not the requests it failed, is the cause
+                e = unauthorized(server.url, client.get("OPENAI_API_KEY")) or e  # an HTTP 401, named as such
                 _record_failure(pdir, point, ctx, model, log_path, log_offset, session, records, e, "failed", session_id)
                 report.failed.append(point.name)
                 raise SweepFailed(f"point {point.name} failed: {e}; rerun the same command to redo it "
@@ -304,6 +306,30 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
             forks.close()
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def client_env(spec: ServerSpec, rig_env: dict[str, str]) -> dict[str, str]:
+    """The benchmark client's environment: the rig's, and the server's API key where it requires one (vllm bench
+    serve sends OPENAI_API_KEY as its bearer token); an empty key otherwise, so that a key of the caller's
+    own environment is never sent to the measured server."""
+    keys = api_keys(spec.args, spec.env)
+    return {**rig_env, "OPENAI_API_KEY": keys[0] if keys else ""}
+
+
+def unauthorized(url: str, key: str | None) -> UserError | None:
+    """A UserError when the server answers the client's key with HTTP 401 (None otherwise, or unreachable)."""
+    import requests
+
+    try:
+        r = requests.get(url + "/v1/models", headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=10)
+    except requests.RequestException:
+        return None
+    if r.status_code != 401:
+        return None
+    return UserError(f"the server answered the benchmark's requests with HTTP 401 Unauthorized: it requires an API "
+                     f"key ({'the key the client sent is not one of them' if key else 'the client sent none'}); give "
+                     f"the key as --api-key in the rig's serve_args or VLLM_API_KEY in its env, not only in the "
+                     f"shell's environment")
 
 
 def _optional_rps(point: Path, label: str) -> float | None:
