@@ -13,7 +13,7 @@ PART      ?=
 RIG       ?=
 ARGS      ?=
 # make exports command-line variables, expanding them (a `$(shell ...)` in RIG would run): not these two
-unexport PART RIG
+unexport PART RIG ARGS
 
 .PHONY: help setup book test test-fast reproduce bench vllm-cpu vllm-gpu clean
 
@@ -62,8 +62,9 @@ test: book vllm-cpu
 test-fast: $(STAMP)
 	$(VENV_PY) -m pytest -q -m "not vllm and not browser"
 
-# PART and RIG reach the CLI as environment variables, never as recipe text: neither make nor the shell
-# evaluates what they hold. The CLI's exit status is the recipe's (3: points left for a later run); make
+# PART, RIG and ARGS reach the CLI as environment variables, never as recipe text: neither make nor the shell
+# evaluates what they hold (the CLI splits IW_ARGS itself: single quotes group, double quotes stay, see
+# cli.split_args). The CLI's exit status is the recipe's (3: points left for a later run); make
 # itself then exits 2, as it does for any failed recipe. check-args also refuses a GPU rig on a machine
 # without an NVIDIA GPU (one line naming the CPU route), and on a GPU host whose PYTHON has no vLLM (and no
 # VLLM_PYTHON or --python in ARGS) asks for .venv-vllm-gpu, which the CLI then serves the rig with.
@@ -74,10 +75,12 @@ reproduce:
 	@if [ "$(PYTHON)" = "$(VENV_PY)" ]; then $(MAKE) -s setup; fi
 	@checked=$$(PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall check-args --part "$$IW_PART" --rig "$$IW_RIG"); \
 	if [[ $$checked == *"needs: make vllm-gpu"* && " $$IW_ARGS " != *" --python"* ]]; then $(MAKE) -s vllm-gpu; fi
-	PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall reproduce --part "$$IW_PART" --rig "$$IW_RIG" $(ARGS)
+	PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall reproduce --part "$$IW_PART" --rig "$$IW_RIG" --args-from-env
 
+# ARGS as words (bash word splitting of the variable, globbing off): never evaluated as shell code.
+bench: export IW_ARGS = $(value ARGS)
 bench: $(STAMP)
-	$(VENV_PY) scripts/bench.py $(ARGS)
+	set -f; $(VENV_PY) scripts/bench.py $$IW_ARGS
 
 clean:
 	rm -rf _build

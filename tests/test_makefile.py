@@ -16,3 +16,45 @@ def test_make_help_lists_every_target():
     out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     listed = set(re.findall(r"^make ([a-z][a-z-]*)", out, re.M))
     assert listed == defined, f"make help misses {sorted(defined - listed)}"
+
+
+def _reproduce(tmp_path: Path, part: str, args: str):
+    import os
+    import sys
+
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    for name in ("models", "rigs", "reference"):
+        if not (data / name).exists():
+            (data / name).symlink_to(ROOT / "data" / name)
+    env = {k: v for k, v in os.environ.items() if k not in ("IW_ARGS", "ARGS")}
+    # --budget-min 2 stops every run at the CLI's checks: nothing starts, whatever else ARGS holds
+    return subprocess.run(["make", "-s", "reproduce", f"PART={part}", "RIG=cpu-tiny", f"PYTHON={sys.executable}",
+                           f"ARGS=--data-dir {data} --budget-min 2 {args}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_make_reproduce_passes_args_to_the_cli_without_evaluating_them(tmp_path):
+    """Before, ARGS was recipe text: the shell ran `$(touch ...)` and `|| touch ...` and took `;` as a command end."""
+    marker = tmp_path / "evaluated"
+    for args in (f"$(touch {marker})", f"`touch {marker}`", f"|| touch {marker}", f"; touch {marker}",
+                 f"$(shell touch {marker})"):
+        res = _reproduce(tmp_path, "1", args)
+        assert res.returncode != 0, res.stderr
+        assert not marker.exists(), (args, res.stderr)
+
+
+def test_the_readmes_args_example_reaches_the_cli_with_its_quotes(tmp_path):
+    """README: ARGS='--set configs=["tp1"]'. Before, the shell stripped the quotes and --set read [tp1], not JSON."""
+    assert """ARGS='--set configs=["tp1"]'""" in (ROOT / "README.md").read_text()
+    for args in ("""--set configs=["tp1"]""", """--set 'configs=["tp1", "dp2"]'"""):
+        res = _reproduce(tmp_path, "6", args)
+        errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "--budget-min 2 is below what one point needs" in errors[0], res.stderr
+
+
+def test_make_bench_passes_args_as_words_only(tmp_path):
+    marker = tmp_path / "evaluated"
+    out = subprocess.run(["make", "-n", "bench", f"ARGS=--runs 3 $(touch {marker}); touch {marker}"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60).stdout
+    assert "$IW_ARGS" in out and "touch" not in out and not marker.exists()

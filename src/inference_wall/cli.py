@@ -88,7 +88,33 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+ARGS_ENV = "IW_ARGS"
+ARGS_FROM_ENV = "--args-from-env"  # make reproduce: the rest of the arguments are $IW_ARGS, split by split_args
+
+
+def split_args(text: str) -> list[str]:
+    """make's ARGS as arguments, never as shell code: split at whitespace, single quotes group words (their
+    quotes removed), double quotes are kept as text (JSON's own: ARGS='--set configs=["tp1"]'); nothing is
+    evaluated (no $(...), no ';')."""
+    import shlex
+
+    lex = shlex.shlex(text, posix=True)
+    lex.whitespace_split, lex.quotes, lex.commenters = True, "'", ""
+    try:
+        return list(lex)
+    except ValueError as e:
+        raise UserError(f"ARGS {text!r}: {e} (quote with single quotes: ARGS=\"--set 'caps=[1, 4]'\")") from None
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if ARGS_FROM_ENV in argv:
+            argv.remove(ARGS_FROM_ENV)
+            argv += split_args(os.environ.get(ARGS_ENV, ""))
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
     args = build_parser().parse_args(argv)
     try:
         return _dispatch(args)
