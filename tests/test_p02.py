@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from inference_wall import freeze
-from inference_wall.claims import DIFFERS, HOLDS, NOT_MEASURED, evaluate
+from inference_wall.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, evaluate
 from inference_wall.errors import UserError
 from inference_wall.inject import InjectSpec, long_prompt
 from inference_wall.parts import p02
@@ -160,33 +160,48 @@ def _injections(freeze_off: float, freeze_on: float, solo: float = 1000.0, base:
 def _verdicts(inj: pd.DataFrame) -> dict:
     facts = {"freeze_shrink_chunked": 2.4, "a10g_budget": 2048}
     view = p02.with_reference(p02.rig_view(inj, "r"), facts)
-    rows = evaluate(p02.CLAIMS, {"r": view}, facts)
+    rows = evaluate(p02.page_claims({"r": view}), {"r": view}, facts)
     return dict(zip(rows["claim"], rows["verdict"]))
 
 
 def test_claims_hold_where_the_mechanism_does():
     # off: 1000 ms prefill + half a decode step; on: a quarter of it + half a step; shrink ~3.9x, not the post's 2.4x
     v = _verdicts(_injections(1005, 255))
-    assert v["freeze-is-prefill"] == HOLDS
+    assert v["freeze-is-prefill-8k"] == HOLDS
     assert v["freeze-is-one-chunk"] == HOLDS
     assert v["freeze-is-one-step"] == HOLDS
     assert v["shrink-ratio"] == HOLDS
-    assert v["published-shrink"] == DIFFERS
+    assert v["published-shrink"] == p02.NOT_COMPARABLE  # one length: the post's (unknown) length may be another
 
 
 def test_claims_fail_where_the_mechanism_does_not():
     # the freeze is three prefills long off, and chunking does not shrink it at all
     v = _verdicts(_injections(3000, 3000, step=500))  # and the streams waited far longer than any engine step
     assert v["freeze-is-one-step"] == DIFFERS
-    assert v["freeze-is-prefill"] == DIFFERS
+    assert v["freeze-is-prefill-8k"] == DIFFERS
     assert v["freeze-is-one-chunk"] == DIFFERS
     assert v["shrink-ratio"] == DIFFERS
-    assert v["published-shrink"] == DIFFERS
+    assert v["published-shrink"] == p02.NOT_COMPARABLE
 
 
-def test_published_shrink_holds_when_the_rig_shrinks_as_the_post_did():
-    v = _verdicts(_injections(1005, 1005 / 2.4))
-    assert v["published-shrink"] == HOLDS
+def test_published_shrink_is_not_comparable_where_the_rigs_own_shrinks_span_the_posts():
+    # the post never gives its prompt length: a rig whose shrink runs from 1x to 9x over its lengths spans 2.4x
+    span = pd.concat([_injections(1000, 1000, solo=1000, length=4096),
+                      _injections(9000, 1000, solo=9000, length=32768)], ignore_index=True)
+    assert _verdicts(span)["published-shrink"] == p02.NOT_COMPARABLE
+    # one that shrinks about 10x at every length measured differs from it, whatever the post's length was
+    far = pd.concat([_injections(10000, 1000, solo=10000, length=4096),
+                     _injections(11000, 1000, solo=11000, length=32768)], ignore_index=True)
+    assert _verdicts(far)["published-shrink"] == DIFFERS
+
+
+def test_freeze_is_prefill_is_judged_at_each_prompt_length():
+    # at 8,192 tokens the streams froze half the solo prefill; at 32,768 the whole of it
+    inj = pd.concat([_injections(500, 255, solo=1000, length=8192),
+                     _injections(4000, 255, solo=4000, length=32768)], ignore_index=True)
+    v = _verdicts(inj)
+    assert v["freeze-is-prefill-8k"] == DIFFERS and v["freeze-is-prefill-32k"] == HOLDS
+    assert "freeze-is-prefill" not in v  # no one verdict for every length
 
 
 def test_claims_not_measured_without_the_data():
@@ -393,3 +408,56 @@ def test_knee_points_serve_part1s_configuration_at_its_knee_once_per_budget():
     assert {pl.passes[0].spec.request_rate for pl in auto} == {knee}
     assert not [pl for pl in p02.plan({**p, "knee_budgets": []}, prof) if pl.params.get("kind") == "knee"]
     assert p01.part1_knee("no-such-rig-has-part-1") is None  # no part 1, no knee: no knee points
+
+
+# --- the page's words, the roofline and the step chart ------------------------------------------------------
+
+
+def _freezes(inj: pd.DataFrame) -> pd.DataFrame:
+    return p02.freeze_table(inj.assign(lost_ms=0.0, streams=3))
+
+
+def test_trade_words_say_the_streams_stall_less_only_where_they_did():
+    inj = pd.concat([_injections(66, 82, solo=80, length=4096),  # budget 2,048 froze the streams longer
+                     _injections(555, 57, solo=640, length=32768)], ignore_index=True)
+    said = p02.trade_words(_freezes(inj), "r")
+    assert "less than chunking off at 32,768 tokens" in said
+    assert "At 4,096 tokens not every budget did: budget 2,048 froze them" in said
+    assert "less than chunking off at 4,096" not in said
+    assert "waited longer for its first token at every budget" in said
+    assert p02.trade_words(_freezes(inj[inj["budget"] == 0]), "r") == ""
+
+
+def test_roofline_reads_the_unchunked_solo_ttft_only():
+    inj = _injections(1005, 255, solo=1000, length=8192)
+    inj.loc[inj["budget"] > 0, "solo_ttft_ms"] = 5000.0  # a chunked server's solo prompt: several steps
+    roof = p02.roofline_table(_freezes(inj), params_by_rig={"r": 4e9},
+                              peaks={"r": {"peak_dense_tflops": 1000.0, "peak_source": "test"}})
+    (row,) = roof.itertuples()
+    assert row.solo_ttft_ms == 1000.0
+    assert row.compute_floor_ms == pytest.approx(2 * 4e9 * 8192 / 1e15 * 1000)
+
+
+def test_roofline_counts_the_language_models_matrices_only():
+    import json
+
+    from inference_wall.modelkit import preset_dir
+    from inference_wall.weightbytes import block_linears
+
+    cfg = json.loads((preset_dir("qwen3.5-4b") / "config.json").read_text())
+    assert "vision_config" in cfg  # the checkpoint has a vision tower
+    n = p02.config_matmul_params(cfg)
+    assert n == sum(lin.params for lin in block_linears(cfg))
+    assert p02.config_matmul_params({k: v for k, v in cfg.items() if k != "vision_config"}) == n
+    text = cfg.get("text_config", cfg)
+    assert n < 4.0e9 and n + text["vocab_size"] * text["hidden_size"] > n  # the embedding is not in it
+
+
+def test_the_step_chart_draws_only_steps_the_iteration_log_timed():
+    # h200's servers scheduled asynchronously: its log does not time steps, so none is drawn as a time
+    inj = p02.injection_table(None, ["h200"])
+    assert len(inj) and not p02.steps_timed(inj).any()
+    assert not len(p02.timeline_table(None, "h200", int(inj["prompt_len"].max())))
+    cpu = p02.injection_table(None, ["cpu-tiny"])
+    if len(cpu) and p02.steps_timed(cpu).all():  # a synchronous rig's steps are drawn
+        assert len(p02.timeline_table(None, "cpu-tiny"))

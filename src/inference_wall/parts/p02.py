@@ -18,7 +18,7 @@ import pandas as pd
 from .. import freeze
 from ..bench import Workload, PassSpec
 from ..analysis import Interval, combine
-from ..claims import Claim, Judgement, Missing, fmt_num, need
+from ..claims import NOT_MEASURED, Claim, Judgement, Missing, fmt_num, need
 from ..errors import UserError
 from ..inject import InjectSpec, injection
 from ..trace import traced_injection
@@ -412,10 +412,16 @@ def freeze_table(injections: pd.DataFrame) -> pd.DataFrame:
 
 def timeline_table(data_dir=None, rig: str | None = None, prompt_len: int | None = None, injection_no: int = 0,
                    before: int = 8, after: int = 8) -> pd.DataFrame:
-    """The engine's steps around one injection, per configuration (from the iteration log): for the step timeline."""
+    """The engine's steps around one injection, per configuration (from the iteration log): for the step timeline.
+    Only servers whose iteration log times its steps: under asynchronous scheduling the log's elapsed time is a wait
+    for a result, not a step (steps_timed), and an untimed step is not drawn as a time."""
     frames = []
-    for pt in measured_points(data_dir, [rig] if rig else None):
+    pts = measured_points(data_dir, [rig] if rig else None)
+    modes = _async_by_session(pts)
+    for pt in pts:
         if prompt_len is not None and int(pt.params["prompt_len"]) != prompt_len:
+            continue
+        if modes.get((pt.rig, (pt.manifest.get("session") or {}).get("id"))) is True:
             continue
         steps = _steps(pt)
         inj = _injections(pt)
@@ -466,35 +472,44 @@ def token_timeline(data_dir=None, rig: str | None = None, prompt_len: int | None
 # ---------------------------------------------------------------------------------------------
 
 
+def config_matmul_params(config: dict) -> int:
+    """Parameters a prefill multiplies every prompt token by: the language model's block matrices (attention or
+    Gated DeltaNet projections and the MLP, from its config). Not the token embedding (a lookup), not the output head
+    (a prefill computes the logits of its last position only), not a vision tower (never run for text)."""
+    from ..weightbytes import block_linears
+
+    return sum(lin.params for lin in block_linears(config))
+
+
 def matmul_params(pt) -> float | None:
-    """Parameters a prefill multiplies every prompt token by, estimated from the server's log: the weights it loaded
-    (GiB) over the bytes of one parameter (2: fp16/bf16), less the token embedding (a lookup, and the logits are
-    computed for the last position only). A vision tower, where the checkpoint has one, is still counted."""
-    rep = pt.startup()
-    if rep is None or not rep.weights_gib:
-        return None
+    """config_matmul_params of the model a point's server loaded (its preset's config); None where unknown."""
     model = pt.manifest.get("model", {})
     try:
-        cfg = text_config(json.loads((preset_dir(model["preset"]) / "config.json").read_text()))
+        return float(config_matmul_params(json.loads((preset_dir(model["preset"]) / "config.json").read_text())))
     except (KeyError, OSError, ValueError, UserError):
         return None
-    embed = cfg["vocab_size"] * cfg["hidden_size"] * (1 if cfg.get("tie_word_embeddings", False) else 2)
-    return rep.weights_gib * 2**30 / 2 - embed
 
 
-def roofline_table(freezes: pd.DataFrame, data_dir=None) -> pd.DataFrame:
-    """Per rig and prompt length: the prefill's compute floor (2 x parameters x tokens / the rig's peak dense FLOP/s,
-    the peak from the rig profile's part-2 parameters) beside the solo prefill time measured (TTFT alone)."""
+def roofline_table(freezes: pd.DataFrame, data_dir=None, params_by_rig: dict[str, float | None] | None = None,
+                   peaks: dict[str, dict] | None = None) -> pd.DataFrame:
+    """Per rig and prompt length: the prefill's compute floor (2 x the language model's matmul parameters x tokens /
+    the rig's peak dense FLOP/s, the peak from the rig profile's part-2 parameters) beside the solo prefill time
+    measured with chunking off (TTFT alone on the idle server: a chunked server's solo prompt is several steps).
+    `params_by_rig` and `peaks` (rig -> {"peak_dense_tflops", "peak_source"}) replace what the points and the rig
+    profiles say."""
     from . import parameters
 
     rows = []
-    params_by_rig: dict[str, float | None] = {}
-    for pt in load_points(NAME, data_dir, sorted(set(freezes["rig"])) if len(freezes) else []):
-        if params_by_rig.get(pt.rig) is None:
-            params_by_rig[pt.rig] = matmul_params(pt)
-    solo = freezes.groupby(["rig", "prompt_len"])["solo_ttft_ms"].median().reset_index() if len(freezes) else freezes
+    if params_by_rig is None:
+        params_by_rig = {}
+        for pt in load_points(NAME, data_dir, sorted(set(freezes["rig"])) if len(freezes) else []):
+            if params_by_rig.get(pt.rig) is None:
+                params_by_rig[pt.rig] = matmul_params(pt)
+    off = freezes[freezes["budget"] == OFF] if len(freezes) else freezes
+    solo = off.groupby(["rig", "prompt_len"])["solo_ttft_ms"].median().reset_index() if len(off) else off
     for r in solo.itertuples():
-        p = parameters(NAME, r.rig, data_dir)
+        p = (peaks or {}).get(r.rig) if peaks is not None else parameters(NAME, r.rig, data_dir)
+        p = p or {}
         peak = p.get("peak_dense_tflops")
         n = params_by_rig.get(r.rig)
         floor = freeze.compute_floor_ms(n, r.prompt_len, peak * 1e12) if (peak and n) else math.nan
@@ -537,6 +552,13 @@ def rig_view(injections: pd.DataFrame, rig: str, claim_budget: int = A10G_BUDGET
                 "steps": float(rows["prefill_steps"].median())}
 
     view.update(prompt_len=longest, off=side(OFF, longest), cmp_len=cmp_len, off_cmp=side(OFF, cmp_len))
+    view["off_by_len"] = {int(n): side(OFF, int(n)) for n in sorted(set(off_lens))}
+    view["shrink_by_len"] = {}  # freeze off / freeze at the claim budget, at each length measured both ways
+    for n in sorted(set(off_lens)):
+        at_b = f[(f["budget"] == claim_budget) & (f["prompt_len"] == n)]
+        if claim_budget < n and len(at_b):
+            view["shrink_by_len"][int(n)] = combine(lambda a, d: a / d, view["off_by_len"][int(n)]["freeze"],
+                                                    side(claim_budget, int(n))["freeze"])
     at = f[f["prompt_len"] == cmp_len]
     view["steps_timed"] = bool(steps_timed(at).all()) if "async_scheduling" in at else True
     chunked = sorted(b for b in set(at["budget"]) if b != OFF and b < cmp_len)
@@ -559,8 +581,17 @@ def _fmt(x: float) -> str:
     return fmt_num(x)
 
 
-def _freeze_off(v: dict) -> Judgement:
-    o, n = need(v, "off"), need(v, "prompt_len")
+def _freeze_off_at(n: int):
+    """freeze-is-prefill at one prompt length: the freeze with chunking off against that prompt's solo prefill."""
+    def judge(v: dict) -> Judgement:
+        o = (v.get("off_by_len") or {}).get(n)
+        if o is None:
+            raise Missing(f"freeze with chunking off at {n:,} tokens")
+        return _freeze_off_side(o, n)
+    return judge
+
+
+def _freeze_off_side(o: dict, n: int) -> Judgement:
     pred = predicted_freeze(o["solo"], n, None, o["baseline_ms"])
     how = (f"{n:,}-token prompt alone: TTFT {_fmt(o['solo'].value)} ms; + 0 to 1 decode step of "
            f"{_fmt(o['baseline_ms'])} ms = {_fmt(pred.low)} to {_fmt(pred.high)} ms")
@@ -607,14 +638,38 @@ def _shrink(v: dict) -> Judgement:
 
 
 def _published_shrink(v: dict) -> Judgement:
-    o, c, n, b = need(v, "off_cmp"), need(v, "chunked"), need(v, "cmp_len"), need(v, "budget")
-    if b != A10G_BUDGET:
-        raise Missing(f"a freeze at the A10G's budget of {A10G_BUDGET:,}")
+    """The post's shrink against this rig's at the A10G's budget, at every prompt length measured both ways: the
+    measurement spans the rig's shrinks over the lengths (the post does not give its prompt's length)."""
     post = need(v, "published_shrink")
-    meas = combine(lambda a, d: a / d, o["freeze"], c["freeze"])
-    how = (f"the post's {post.value:g}x against this rig's freeze off / at budget {b:,} with a {n:,}-token prompt: "
-           f"{_fmt(o['freeze'].value)} / {_fmt(c['freeze'].value)} ms")
+    by_len = v.get("shrink_by_len") or {}
+    if not by_len:
+        raise Missing(f"a freeze at the A10G's budget of {A10G_BUDGET:,}")
+    n = max(by_len)
+    at = by_len[n]
+    meas = Interval(at.value, min(i.low for i in by_len.values()), max(i.high for i in by_len.values()))
+    how = (f"the post's {post.value:g}x (its prompt length not given) against this rig's freeze off / at budget "
+           f"{A10G_BUDGET:,}, per prompt length: " + "; ".join(f"{k:,} tokens {_fmt(i.value)}x" for k, i in sorted(by_len.items())))
     return Judgement(post, meas, how)
+
+
+NOT_COMPARABLE = "not comparable"
+
+
+class _LengthFreeClaim(Claim):
+    """A claim against a published figure whose prompt length the post never gives: where the rig's measurement
+    over the lengths it ran spans the figure (or one length alone was run), the figure is not comparable with it;
+    differs only where no length measured comes near it."""
+
+    def evaluate(self, view: dict, ref: dict | None = None) -> dict:
+        row = super().evaluate(view, ref)
+        if row["verdict"] == NOT_MEASURED:
+            return row
+        j = self.judge(view)
+        by_len = view.get("shrink_by_len") or {}
+        overlap = j.predicted.low <= j.measured.high and j.measured.low <= j.predicted.high
+        if overlap or len(by_len) < 2:
+            row.update(verdict=NOT_COMPARABLE, note=self.why)
+        return row
 
 
 def reference_view(data_dir=None) -> dict:
@@ -629,13 +684,35 @@ def with_reference(view: dict, ref: dict) -> dict:
     return {**view, "published_shrink": Interval.printed(ref["freeze_shrink_chunked"])}
 
 
-CLAIMS = [
-    Claim("freeze-is-prefill", "A long prompt freezes every stream that is decoding beside it.",
-          "with chunking off, the freeze = the prompt's prefill time measured alone (TTFT on the idle server) + 0 to 1 "
-          "decode step", "ms", _freeze_off, (0.8, 1.25),
-          "a freeze longer than the prefill means more than the prefill stalled the streams (the scheduler holding "
-          "decodes back, a first-seen shape compiling); a shorter one means the solo request paid costs the mixed "
-          "step did not"),
+def length_id(n: int) -> str:
+    return f"{n // 1024}k" if n % 1024 == 0 else f"{n}"
+
+
+def freeze_is_prefill(n: int) -> Claim:
+    """freeze-is-prefill judged at one prompt length (the freeze's share of the solo prefill changes with it)."""
+    return Claim(f"freeze-is-prefill-{length_id(n)}",
+                 f"A long prompt freezes every stream that is decoding beside it (prompt of {n:,} tokens).",
+                 f"with chunking off, the freeze at {n:,} tokens = that prompt's prefill time measured alone (TTFT on "
+                 "the idle server) + 0 to 1 decode step", "ms", _freeze_off_at(n), (0.8, 1.25),
+                 "a freeze shorter than the solo TTFT: a candidate is that the TTFT also holds what the server does "
+                 "before the prefill step (receiving, tokenizing and scheduling the prompt), which stalls no stream; "
+                 "a freeze longer than it means more than the prefill stalled the streams (the scheduler holding "
+                 "decodes back, a first-seen shape compiling)")
+
+
+def claims_for(lengths) -> list[Claim]:
+    """Part 2's claims with freeze-is-prefill at each of `lengths`."""
+    return [freeze_is_prefill(int(n)) for n in sorted(set(lengths))] + OTHER_CLAIMS
+
+
+def page_claims(views: dict[str, dict]) -> list[Claim]:
+    """The claims for the rigs shown: freeze-is-prefill at every length any of them measured with chunking off
+    (the part's default lengths where none did)."""
+    lengths = {n for v in views.values() for n in (v.get("off_by_len") or {})}
+    return claims_for(lengths or DEFAULTS["prompt_lens"])
+
+
+OTHER_CLAIMS = [
     Claim("freeze-is-one-chunk", "With chunked prefill the freeze shrinks.",
           "with chunking on, the freeze = one budget's share of the solo prefill time (solo TTFT x budget / prompt) + 0 "
           "to 1 decode step", "ms", _freeze_chunked, (0.75, 1.33),
@@ -652,14 +729,16 @@ CLAIMS = [
     Claim("shrink-ratio", "Flipping one flag shrinks the freeze by a factor.",
           "freeze off / freeze chunked = the ratio of the two predictions above", "x", _shrink, (0.75, 1.33),
           "the ratio inherits both predictions' errors"),
-    Claim("published-shrink", "On the A10G, chunked prefill (budget {a10g_budget:,.0f}) shrank the freeze "
-          "{freeze_shrink_chunked:g}x.",
-          "this rig's shrink at the same budget, at its longest prompt, against the post's figure (the post does not "
-          "state its prompt length)", "x", _published_shrink, (0.75, 1.33),
-          "the shrink grows with the prompt's length over the budget and with how much of a step is fixed cost; the "
-          "post states neither its prompt length nor the freeze's definition, so a differing rig does not contradict "
-          "the mechanism (see shrink-ratio)"),
+    _LengthFreeClaim("published-shrink", "On the A10G, chunked prefill (budget {a10g_budget:,.0f}) shrank the freeze "
+                     "{freeze_shrink_chunked:g}x.",
+                     "this rig's shrink at the same budget at every prompt length it measured both ways, against the "
+                     "post's figure (the post does not state its prompt length); not comparable where the rig's "
+                     "shrinks over the lengths span the figure", "x", _published_shrink, (0.75, 1.33),
+                     "the shrink grows with the prompt's length over the budget and with how much of a step is fixed "
+                     "cost; the post states neither its prompt length nor the freeze's definition"),
 ]
+
+CLAIMS = claims_for(DEFAULTS["prompt_lens"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -696,6 +775,44 @@ def findings(freezes: pd.DataFrame, rig: str) -> str:
     both = " (the longest measured both with chunking off and on)" if (at["budget"] != OFF).any() else ""
     return (f"**{rig}**, the {longest:,}-token prompt{both}{solo}. "
             "Freeze of the streams decoding beside it: " + "; ".join(parts_) + "." + more)
+
+
+def trade_words(freezes: pd.DataFrame, rig: str) -> str:
+    """What chunking did to the freeze and to the long prompt's own TTFT on one rig, per prompt length, against
+    chunking off at the same length (medians over the repeats), from the budgets below the prompt: where every
+    budget stalled the streams less, where some did not, and how the TTFT moved. '' without both sides."""
+    f = freezes[freezes["rig"] == rig]
+    off = f[f["budget"] == OFF].set_index("prompt_len")
+    rows = f[(f["budget"] != OFF) & (f["budget"] < f["prompt_len"]) & f["prompt_len"].isin(off.index)]
+    if not len(rows):
+        return ""
+    less, mixed, ttft = [], [], []
+    for n, g in rows.groupby("prompt_len", sort=True):
+        base = off.loc[n]
+        longer = g[g["freeze_ms"] >= base["freeze_ms"]].sort_values("budget")
+        ttft += list(g["ttft_ms"] / base["ttft_ms"])
+        if not len(longer):
+            less.append(f"{int(n):,}")
+            continue
+        shorter = g[g["freeze_ms"] < base["freeze_ms"]].sort_values("budget")
+        said = ", ".join(f"budget {int(r.budget):,} froze them {fmt_num(r.freeze_ms)} ms" for r in longer.itertuples())
+        also = (" (" + ", ".join(f"budget {int(r.budget):,}: {fmt_num(r.freeze_ms)} ms" for r in shorter.itertuples())
+                + ")") if len(shorter) else ""
+        mixed.append(f"At {int(n):,} tokens not every budget did: {said} against {fmt_num(base['freeze_ms'])} ms with "
+                     f"chunking off{also}.")
+    text = f"On {rig}"
+    if less:
+        names = less[0] if len(less) == 1 else ", ".join(less[:-1]) + " and " + less[-1]
+        text += f" every budget below the prompt froze the streams less than chunking off at {names} tokens."
+    else:
+        text += ":"
+    if mixed:
+        text += " " + " ".join(mixed)
+    lo, hi = min(ttft), max(ttft)
+    verb = ("waited longer for its first token at every budget" if lo > 1 else
+            "waited less for its first token at every budget" if hi < 1 else "waited longer at some budgets, less at others")
+    return (text + f" The long prompt itself {verb} than with chunking off ({fmt_num(lo)}x to {fmt_num(hi)}x its "
+            "TTFT there).")
 
 
 def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
