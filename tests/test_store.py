@@ -187,3 +187,10 @@ def test_an_artefact_listed_in_the_manifest_but_deleted_fails_naming_the_point_a
 def test_a_file_no_manifest_lists_is_simply_absent(tmp_path):
     pt = _point_with_hashes(tmp_path)
     assert pt.metrics("nonesuch") == {}
+
+
+def test_a_manifest_gets_the_file_mode_of_the_other_artefacts(tmp_path):
+    """mkstemp makes its temp file 0600: a manifest was readable by its owner only, the artefacts beside it not."""
+    (tmp_path / "bench.json").write_text("{}")
+    store.write_json_atomic(tmp_path / "manifest.json", {"status": "complete"})
+    assert (tmp_path / "manifest.json").stat().st_mode & 0o777 == (tmp_path / "bench.json").stat().st_mode & 0o777
