@@ -40,3 +40,11 @@ def test_setup_table_has_the_published_rig_and_words_for_gaps():
     assert (table["rig"] == "a10g-published").sum() == 1
     assert not table.isna().any().any()
     assert (table == "not stated").any().any()
+
+
+def test_the_logged_weight_memory_is_not_called_what_a_decode_step_streams():
+    """'Model loading took X GiB' counts a vision tower too, which a text decode step never reads."""
+    from inference_wall.serversetup import FIELDS
+
+    (source,) = [src for key, _, src in FIELDS if key == "weights_gib"]
+    assert "decode step streams" not in source and "vision tower" in source

@@ -23,7 +23,9 @@ FIELDS = [
     ("vllm_version", "vLLM", "the engine's config line"),
     ("dtype", "dtype", "the engine's config line"),
     ("weights", "weights", "load_format on the engine's config line (dummy = random weights of the real shapes)"),
-    ("weights_gib", "weights in memory (GiB)", "'Model loading took X GiB': what a decode step streams, dummy or real"),
+    ("weights_gib", "weights in memory (GiB)", "'Model loading took X GiB': every weight the server holds, dummy or "
+                                               "real; more than a decode step reads where a vision tower is loaded "
+                                               "(a text decode step does not run it)"),
     ("max_model_len", "max_model_len", "the engine's config line (max_seq_len)"),
     ("max_num_seqs", "max_num_seqs", "non-default args (every sweep sets it: a sweep's caps are joined)"),
     ("gpu_memory_utilization", "gpu_memory_utilization", "'The current --gpu-memory-utilization=X' or non-default args"),
