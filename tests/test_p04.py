@@ -343,3 +343,104 @@ def test_looking_back_finds_the_runs_whose_pool_set_the_batch():
     if len(emulated):  # the H200 given the A10G's pool stopped where the pool does
         assert emulated.iloc[0]["kv_limited"] and emulated.iloc[0]["running_max"] == emulated.iloc[0]["admitted"]
     assert not t[(t["rig"] == "h200") & (t["max_num_seqs"] <= 256)]["kv_limited"].any()
+
+
+# ---------------------------------------------------------------------------------------------
+# What the page says: both costs of a smaller pool, short passes, stall counts that are no evidence, findings
+# ---------------------------------------------------------------------------------------------
+def _pool_pair(**small):
+    return pd.DataFrame([_row(pool_pages=33, admitted=8, running_peak=8.0, num_prompts=32, output_tok_s=300.0,
+                              ttft_p50_ms=4000.0, waiting_max=24.0, duration_s=20.0),
+                         _row(**{"pool_pages": 9, "admitted": 2, "running_peak": 2.0, "num_prompts": 8,
+                                 "output_tok_s": 100.0, "ttft_p50_ms": 1500.0, "waiting_max": 6.0, "duration_s": 12.0,
+                                 **small})])
+
+
+def test_a_smaller_pool_is_said_to_cost_throughput_where_ttft_falls_with_a_flood_sized_to_it():
+    """The old caption said starvation shows only in TTFT; a flood sized to its pool has TTFT fall and throughput
+    fall: the sentence says both, with the numbers."""
+    v = p04.rig_view(_pool_pair(), "r")
+    c = p04.pool_cost(v)
+    assert c["tok_fall"] == pytest.approx(3.0) and c["ttft_ratio"] == pytest.approx(0.375)
+    assert c["big_waves"] == c["small_waves"] == 4
+    text = p04.pool_cost_text(c)
+    assert "throughput fell 3x (300 to 100 tok/s)" in text and "TTFT fell from 4 to 1.50 s" in text
+    assert "sized to its pool" in text and "only in TTFT" not in text
+    rising = p04.pool_cost_text(p04.pool_cost(p04.rig_view(_pool_pair(ttft_p50_ms=9000.0), "r")))
+    assert "TTFT rose" in rising and "sized to its pool" not in rising
+    assert "throughput fell 3x" in p04.findings(v)
+
+
+def test_a_pass_of_a_few_seconds_carries_a_short_window_warning():
+    t = _pool_pair(duration_s=3.0)
+    assert list(p04.short_passes(t)["pool_pages"]) == [9]
+    note = p04.short_pass_note(t)
+    assert note.startswith("**Short window:**") and "9 pages (3 s, about 6 polls)" in note
+    assert p04.short_pass_note(_pool_pair()) == ""
+
+
+def _stall_table(calm_gaps):
+    """Pool 33 is the calm reference for both workloads (longest gaps 100 and 120 ms); pool 9's long pass preempted
+    10 times and shows 10 gaps over 120 ms; pool 9's short pass preempted nothing, with `calm_gaps` of its own."""
+    t = pd.DataFrame([_row(pool_pages=33, max_gap_ms=100.0, point="s33"),
+                      _row(pool_pages=33, workload="long", max_gap_ms=120.0, point="l33"),
+                      _row(pool_pages=9, max_gap_ms=90.0, point="s9"),
+                      _row(pool_pages=9, workload="long", preemptions=10.0, max_gap_ms=900.0, point="l9")])
+    gaps = {("r", "s33"): (100.0,), ("r", "l33"): (120.0,), ("r", "s9"): tuple(calm_gaps),
+            ("r", "l9"): tuple([900.0] * 10)}
+    return p04.add_stalls(t, gaps)
+
+
+def test_a_stall_count_is_not_evidence_where_the_same_pools_calm_pass_crosses_its_line_as_often():
+    """The dense model's 6,145-page verdict: the stall count fell in its band, but the pool's short pass crossed its
+    own line hundreds of times with no preemption at all. Two false alarms on 10 preemptions exceed the 1 stall the
+    band lets go missing: inconclusive; one is within it."""
+    noisy = p04.evaluate_claims({"r": p04.rig_view(_stall_table([150.0, 140.0]), "r")})
+    stall = noisy[noisy["claim"] == "preemption-stall"].iloc[0]
+    assert stall["verdict"] == p04.INCONCLUSIVE and "crossed its line 2 times" in stall["note"]
+    quiet = p04.evaluate_claims({"r": p04.rig_view(_stall_table([150.0]), "r")})
+    assert quiet[quiet["claim"] == "preemption-stall"].iloc[0]["verdict"] == p04.HOLDS
+    summary = p04.claim_summary(noisy, ["r"]).set_index("claim")
+    assert summary.loc["preemption-stall", "r"] == "inconclusive on 1"
+
+
+def test_the_committed_dense_6145_page_stall_verdict_is_inconclusive_and_the_hybrid_ones_hold():
+    table = p04.point_table(None, ["h200"])
+    if not len(table):
+        pytest.skip("no committed part-4 run for h200")
+    claims = p04.evaluate_claims({"h200": p04.rig_view(table, "h200")})
+    stall = claims[claims["claim"] == "preemption-stall"].set_index(["model", "pool_pages"])["verdict"]
+    if ("small", 6145) in stall.index:
+        assert stall.loc[("small", 6145)] == p04.INCONCLUSIVE
+    assert (stall.loc["main"] == p04.HOLDS).all()
+
+
+def test_the_findings_box_has_3_to_5_bullets_with_the_queue_correction_and_3_significant_digits():
+    import re
+
+    shown = p04.page_rigs()
+    table = p04.point_table(None, shown)
+    views = {r: p04.rig_view(table, r) for r in shown}
+    bullets = p04.key_findings(views, p04.arithmetic(), p04.published_running())
+    assert bullets[0].startswith("**The series' flooded batch was the KV pool's admission limit:**")
+    assert "146 requests" in bullets[0]
+    if views:
+        assert 3 <= len(bullets) <= 5
+        assert any("queue, not as preemptions" in b for b in bullets)
+        assert any("cost throughput, not time to first token" in b for b in bullets)
+    text = p04.findings_markdown(bullets)
+    assert text.count("\n- ") == len(bullets) - 1
+    for number in re.findall(r"\d[\d,]*\.\d+", text):  # every fraction: 3 significant digits at most
+        assert len(number.replace(",", "").replace(".", "").lstrip("0")) <= 3, number
+    assert not re.search(r"\b(nan|NaN|None|True|False)\b", text)
+
+
+def test_sig_rounds_to_three_digits_keeps_counts_and_dashes_a_gap():
+    assert p04.sig(8197.54) == "8,200" and p04.sig(1.47570) == "1.48" and p04.sig(0.0123456) == "0.0123"
+    assert p04.sig(2049) == "2,049" and p04.sig(0.0) == "0" and p04.sig(math.nan) == "–" and p04.sig(None) == "–"
+
+
+def test_yes_no_columns_read_as_words():
+    t = p04.for_reader(pd.DataFrame({"fits": [True, False], "pool_pages": [9, 33], "kv_limited": [False, None]}))
+    assert list(t["fits"]) == ["yes", "no"] and list(t["pool_pages"]) == [9, 33]
+    assert t["kv_limited"].iloc[0] == "no"

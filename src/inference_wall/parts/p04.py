@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..bench import PassSpec, Workload
-from ..claims import DIFFERS, HOLDS, NOT_MEASURED, fmt_num, missing
+from ..claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, fmt_num, missing
 from ..errors import UserError
 from ..kvcache import NULL_BLOCKS, ModelLayout
 from ..store import load_points, pass_summary
@@ -405,7 +405,24 @@ def add_stalls(table: pd.DataFrame, gaps: dict) -> pd.DataFrame:
     (`gaps[(rig, point)]`, stream_gaps) and the longest gap of its reference pass (reference_rows)."""
     lines = reference_rows(table)["ref_max_gap_ms"] if len(table) else []
     stalls = [stalls_over(gaps.get((r.rig, r.point)), line) for r, line in zip(table.itertuples(), lines)]
-    return table.assign(stalls=[n for n, _ in stalls], stall_median_s=[m for _, m in stalls])
+    out = table.assign(stalls=[n for n, _ in stalls], stall_median_s=[m for _, m in stalls])
+    return out.assign(calm_pool_stalls=calm_pool_stalls(out))
+
+
+def calm_pool_stalls(table: pd.DataFrame) -> list[float]:
+    """Per row: the most stalls (gaps over its own line, add_stalls) that another pass of the same rig, model and
+    pool counted while it preempted nothing; nan where the pool has no such pass. A calm pass has no preemption to
+    cause a stall, so what it counts is how often this pool's own prefill stalls cross a line drawn on another pool:
+    the count's false alarms on that pool."""
+    if not len(table) or "stalls" not in table:
+        return []
+    out = []
+    for r in table.itertuples():
+        same = table[(table["rig"] == r.rig) & (table["model"] == r.model) & (table["pool_pages"] == r.pool_pages)
+                     & (table["point"] != r.point) & (table["preemptions"] == 0)]
+        counts = [float(x) for x in same["stalls"] if not missing(x)]
+        out.append(max(counts) if counts else math.nan)
+    return out
 
 
 def rig_view(table: pd.DataFrame, rig: str, fit: tuple[float, float] | None = None) -> dict:
@@ -430,7 +447,8 @@ def rig_view(table: pd.DataFrame, rig: str, fit: tuple[float, float] | None = No
     return view
 
 
-# verdicts: claims.HOLDS, DIFFERS, NOT_MEASURED (part 4 judges exact counts, so never INCONCLUSIVE)
+# verdicts: claims.HOLDS, DIFFERS, NOT_MEASURED, and INCONCLUSIVE where a claim's doubt says its count
+# cannot be evidence on that pool (preemption-stall: the pool's calm pass crosses the line as often)
 
 
 @dataclass(frozen=True)
@@ -448,6 +466,8 @@ class PointClaim:
     predict: Callable[[dict], tuple[float, float] | None]
     measure: Callable[[dict], float | None]
     why: str = ""  # shown where it differs: what can make it differ
+    # where the measurement cannot be evidence for this point: the reason (the verdict is then inconclusive)
+    doubt: Callable[[dict], str | None] | None = None
 
     def evaluate(self, r: dict) -> dict | None:
         """One row for a point, or None where the claim does not apply to it."""
@@ -458,10 +478,13 @@ class PointClaim:
         value = self.measure(r)
         absent = missing(value)
         verdict = NOT_MEASURED if absent else (HOLDS if lo <= value <= hi else DIFFERS)
+        doubt = self.doubt(r) if self.doubt is not None and not absent else None
+        if doubt:
+            verdict = INCONCLUSIVE
         return {"claim": self.id, "rig": r.get("rig"), "statement": self.statement.format(**_format_safe(r)),
                 "expected": _range_text(lo, hi, self.unit), "measured": "" if absent else f"{fmt_num(value)} {self.unit}",
                 "value": math.nan if absent else float(value), "low": lo, "high": hi, "verdict": verdict,
-                "note": self.why if verdict == DIFFERS else ""}
+                "note": doubt or (self.why if verdict == DIFFERS else "")}
 
 
 def _range_text(lo: float, hi: float, unit: str) -> str:
@@ -503,6 +526,21 @@ def _stall_applies(r: dict):
     if not _preempting(r) or missing(r.get("ref_max_gap_ms")):
         return None
     return (math.ceil(STALL_SHARE * r["preemptions"]), float(r["preemptions"]))
+
+
+def stall_doubt(r: dict) -> str | None:
+    """The stall count is no evidence where a pass of the same pool that preempted nothing crossed its line more
+    often than the claim lets stalls go missing (the preemptions' tenth, STALL_SHARE): false alarms of that size
+    could fill the band without one stall per preemption."""
+    calm, pre = r.get("calm_pool_stalls"), r.get("preemptions")
+    if missing(calm) or missing(pre) or not pre:
+        return None
+    slack = pre - math.ceil(STALL_SHARE * pre)
+    if calm <= slack:
+        return None
+    return (f"not evidence on this pool: a pass of the same {int(r['pool_pages']):,} pages that preempted nothing crossed "
+            f"its line {sig(calm)} times, more than the {sig(slack)} stalls this claim lets go missing of "
+            f"{sig(pre)} preemptions, so the line cannot tell a preemption's stall from this pool's own")
 
 
 PEAK_SAMPLING = 0.9  # a sampled peak may fall this far under the batch the pool admits and still count
@@ -547,7 +585,7 @@ CLAIMS = [
                "({preemptions:.0f}), never more; a request preempted again before its next token merges two into one gap.",
                "stalls", _stall_applies, lambda r: r.get("stalls"),
                "requests were preempted again before they resumed (likelier the more preemptions per request), or before "
-               "their first token, where the wait lands in TTFT, not between tokens"),
+               "their first token, where the wait lands in TTFT, not between tokens", doubt=stall_doubt),
     PointClaim("throughput-batch", "Without preemptions a smaller pool costs only its smaller batch: throughput here over "
                "throughput at {ref_pool_pages:.0f} pages = decode rate at a batch of {running_median:.0f} over that at "
                "{ref_running_median:.0f}, from part 1's step fit on this rig ({pred_tok_ratio:.2f}).", "x",
@@ -579,9 +617,13 @@ def claim_summary(claims: pd.DataFrame, rigs: list[str]) -> pd.DataFrame:
         row = {"claim": cid}
         for rig in rigs:
             g = claims[(claims["claim"] == cid) & (claims["rig"] == rig)]
-            judged = g[g["verdict"] != NOT_MEASURED]
-            row[rig] = (f"holds on {int((judged['verdict'] == HOLDS).sum())} of {len(judged)} points" if len(judged)
-                        else "not measured on this rig")
+            judged = g[~g["verdict"].isin([NOT_MEASURED, INCONCLUSIVE])]
+            unsure = int((g["verdict"] == INCONCLUSIVE).sum())
+            text = (f"holds on {int((judged['verdict'] == HOLDS).sum())} of {len(judged)} points" if len(judged)
+                    else ("" if unsure else "not measured on this rig"))
+            if unsure:
+                text += ("; " if text else "") + f"inconclusive on {unsure}"
+            row[rig] = text
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -649,9 +691,86 @@ def closing_table(table: pd.DataFrame) -> pd.DataFrame:
     return table[list(cols)].rename(columns=cols)
 
 
+def sig(x: float, digits: int = 3) -> str:
+    """A number for a reader: at most `digits` significant digits, thousands separated (8,197.5 -> 8,200; 1.4757 ->
+    1.48); a whole number (a count, a pool's pages) exactly; a dash where it is missing."""
+    if missing(x) or not math.isfinite(float(x)):
+        return "–"
+    x = float(x)
+    if x.is_integer():  # a count or a size (pages, requests, preemptions): exact
+        return f"{int(x):,}"
+    places = digits - 1 - int(math.floor(math.log10(abs(x))))
+    rounded = round(x, places)
+    return f"{rounded:,.{max(0, places)}f}"
+
+
+SHORT_PASS_S = 10.0  # a measured pass shorter than this is too short to call steady (parts 3 and 5 use the same window)
+
+
+def short_passes(table: pd.DataFrame) -> pd.DataFrame:
+    """The measured passes that lasted less than SHORT_PASS_S: a few polls, and the first wave's prefill a large
+    share of the pass."""
+    if not len(table):
+        return table
+    return table[table["duration_s"] < SHORT_PASS_S]
+
+
+def short_pass_note(table: pd.DataFrame, poll_s: float = DEFAULTS["poll_interval_s"]) -> str:
+    """One warning line naming every short pass (short_passes) with its length and the polls it holds; '' if none."""
+    short = short_passes(table)
+    if not len(short):
+        return ""
+    items = [f"{r.rig} {'dense model ' if r.model == 'small' else ''}{r.workload} at {int(r.pool_pages):,} pages "
+             f"({sig(r.duration_s)} s, about {int(r.duration_s // poll_s)} polls)" for r in short.itertuples()]
+    return (f"**Short window:** {len(short)} of {len(table)} passes lasted under {sig(SHORT_PASS_S)} s: "
+            + "; ".join(items) + ". Their peaks, medians and throughput rest on few samples and include the first "
+            "wave's prefill; read them as indications, not steady rates.")
+
+
+def pool_cost(view: dict, model: str = "main") -> dict | None:
+    """What the smallest pool cost against the largest for one model's short floods on one rig (none preempted or
+    not): throughput and median TTFT at both, the requests each flood was given and the waves of its admitted batch
+    they make. None without two pools."""
+    t = floods(view["points"])
+    short = t[(t["workload"] == "short") & (t["model"] == model)].sort_values("pool_pages")
+    if len(short) < 2:
+        return None
+    small, big = short.iloc[0], short.iloc[-1]
+    return {"rig": view["rig"], "model": model, "big_pool": big["pool_pages"], "small_pool": small["pool_pages"],
+            "big_tok_s": big["output_tok_s"], "small_tok_s": small["output_tok_s"],
+            "tok_fall": big["output_tok_s"] / small["output_tok_s"],
+            "big_ttft_s": big["ttft_p50_ms"] / 1000, "small_ttft_s": small["ttft_p50_ms"] / 1000,
+            "ttft_ratio": small["ttft_p50_ms"] / big["ttft_p50_ms"],
+            "big_prompts": big["num_prompts"], "small_prompts": small["num_prompts"],
+            "big_waves": big["num_prompts"] / big["admitted"], "small_waves": small["num_prompts"] / small["admitted"],
+            "big_running": big["running_peak"], "small_running": small["running_peak"],
+            "preemptions": float(short["preemptions"].sum()), "waiting_max": float(short["waiting_max"].max()),
+            "pools": len(short)}
+
+
+def pool_cost_text(c: dict | None) -> str:
+    """The sentence the latency and throughput figures need: throughput and TTFT, both, with why TTFT moves the way
+    it does (each flood is sized to its pool)."""
+    if not c:
+        return ""
+    ttft = ("fell" if c["ttft_ratio"] < 1 else "rose") + f" from {sig(c['big_ttft_s'])} to {sig(c['small_ttft_s'])} s"
+    text = (f"{c['rig']}{' (dense model)' if c['model'] == 'small' else ''}, short requests, from "
+            f"{sig(c['big_pool'])} to {sig(c['small_pool'])} pages: output throughput fell {sig(c['tok_fall'])}x "
+            f"({sig(c['big_tok_s'])} to {sig(c['small_tok_s'])} tok/s) and median TTFT {ttft}.")
+    if c["ttft_ratio"] < 1:
+        same = abs(c["big_waves"] - c["small_waves"]) < 0.5
+        text += (f" TTFT fell because each flood is sized to its pool ({sig(c['big_prompts'])} and "
+                 f"{sig(c['small_prompts'])} requests, "
+                 + (f"{sig(c['big_waves'])} waves of the batch each pool admits" if same else
+                    f"{sig(c['big_waves'])} and {sig(c['small_waves'])} waves of the batches the pools admit")
+                 + "): a request waits behind as many waves on either pool, and a smaller batch's waves are shorter. "
+                 "Starvation shows in throughput here, not in time to first token.")
+    return text
+
+
 def _n(x: float) -> str:
     if x is None or not math.isfinite(float(x)):
-        return "not measured"
+        return "–"
     return fmt_num(float(x)) if float(x) != int(x) else f"{int(x):,}"
 
 
@@ -666,12 +785,14 @@ def findings(view: dict) -> str:
         short, long_ = g[g["workload"] == "short"], g[g["workload"] == "long"]
         if len(short) >= 2:
             big, small = short.sort_values("pool_pages").iloc[-1], short.sort_values("pool_pages").iloc[0]
+            c = pool_cost({**view, "points": t}, model)
             out.append(
                 f"**{who}, short requests.** From {_n(big.pool_pages)} to {_n(small.pool_pages)} pages the running batch "
                 f"peaks at {_n(big.running_peak)} and {_n(small.running_peak)} (predicted {_n(big.admitted)} and "
-                f"{_n(small.admitted)}), preemptions total {_n(short.preemptions.sum())}, median TTFT goes from "
-                f"{big.ttft_p50_ms / 1000:.2f} s to {small.ttft_p50_ms / 1000:.2f} s and output throughput from "
-                f"{big.output_tok_s:,.0f} to {small.output_tok_s:,.0f} tok/s.")
+                f"{_n(small.admitted)}), preemptions total {_n(short.preemptions.sum())}; output throughput fell "
+                f"{sig(c['tok_fall'])}x ({sig(big.output_tok_s)} to {sig(small.output_tok_s)} tok/s) while median TTFT "
+                f"went from {sig(big.ttft_p50_ms / 1000)} to {sig(small.ttft_p50_ms / 1000)} s (each flood sized to its "
+                f"pool).")
         if len(long_):
             pre = long_[long_["preemptions"] > 0]
             calm = long_[long_["preemptions"] == 0]
@@ -686,6 +807,10 @@ def findings(view: dict) -> str:
                     text += f" against {ref.itl_p99_ms:,.0f} ms at {_n(ref.pool_pages)} pages, where none was preempted"
                 text += ")."
                 text += _stall_text(worst)
+                for r in pre.sort_values("pool_pages").iloc[1:].itertuples():
+                    doubt = stall_doubt(r._asdict())
+                    if doubt:
+                        text += f" At {_n(r.pool_pages)} pages its {_n(r.stalls)} stalls are {doubt}."
                 text += _faster_text(pre, calm)
             else:
                 text += f"no pool preempted ({len(long_)} pools)."
@@ -699,9 +824,12 @@ def _stall_text(r) -> str:
     if missing(stalls) or missing(r.ref_max_gap_ms):
         return ""
     text = (f" Its streams show {_n(stalls)} gaps longer than any at the calm pool's "
-            f"{r.ref_max_gap_ms:,.0f} ms")
+            f"{sig(r.ref_max_gap_ms)} ms")
+    doubt = stall_doubt(r._asdict() if hasattr(r, "_asdict") else dict(r))
+    if doubt:
+        return text + f", but that count is {doubt}."
     if stalls > 0:
-        text += f", {r.stall_median_s:.2f} s each at the median: that is where a preemption's cost lands"
+        text += f", {sig(r.stall_median_s)} s each at the median: that is where a preemption's cost lands"
     return text + "."
 
 
@@ -769,3 +897,58 @@ def earlier_runs(data_dir=None) -> pd.DataFrame:
 def prediction_pools(a: dict) -> list[int]:
     """Pool sizes the page's before-any-run figure draws: a doubling range (plus vLLM's null page) and the A10G's."""
     return sorted({2 ** k + 1 for k in range(3, 12)} | {a["a10g_pool"]})
+
+
+def key_findings(views: dict[str, dict], a: dict, published: dict) -> list[str]:
+    """The page's findings box: 3-5 bullets (Markdown) from the data of the rigs shown, the post's correction first.
+    `a`: arithmetic(); `published`: published_running()."""
+    out = [f"**The series' flooded batch was the KV pool's admission limit:** the A10G's pool of {sig(a['a10g_pool'])} "
+           f"pages admits {sig(a['a10g_admitted'])} requests of {sig(a['input_len'])} + {sig(a['short_out'])} tokens at "
+           f"once ({sig(a['pages_prompt'])} pages each); the posts reported about {sig(published['part1_flood'])} "
+           f"(part 1) and {sig(published['part3_cap256'])} (part 3)."]
+    for rig, view in views.items():
+        c = pool_cost(view, "main")
+        who = rig if len(views) > 1 else ""
+        if c:
+            out.append(f"**{who + ': m' if who else 'M'}emory ran out as a queue, not as preemptions** (the post planned "
+                       f"to make the server evict): short requests on the hybrid model met {sig(c['preemptions'])} "
+                       f"preemptions on {c['pools']} pools from {sig(c['big_pool'])} to {sig(c['small_pool'])} pages; "
+                       f"the pool set the running batch ({sig(c['big_running'])} to {sig(c['small_running'])}) and up "
+                       f"to {sig(c['waiting_max'])} requests waited.")
+            out.append(f"**Starving the pool cost throughput, not time to first token:** output fell "
+                       f"{sig(c['tok_fall'])}x ({sig(c['big_tok_s'])} to {sig(c['small_tok_s'])} tok/s) while median "
+                       f"TTFT went from {sig(c['big_ttft_s'])} to {sig(c['small_ttft_s'])} s, since each flood was sized "
+                       f"to its pool ({sig(c['small_waves'])} waves of the admitted batch).")
+        t = floods(view["points"])
+        long_ = t[(t["workload"] == "long") & (t["model"] == "main")]
+        pre = long_[long_["preemptions"] > 0]
+        if len(pre):
+            stalls = pre["stall_median_s"].dropna()
+            out.append(f"**Long requests ({sig(a['long_out'])} tokens out) outgrow the pool:** {len(pre)} of "
+                       f"{len(long_)} pools preempted, {sig(pre['preemptions'].sum())} times for "
+                       f"{sig(pre['num_prompts'].sum())} requests; each preemption left one stall in its victim's "
+                       f"stream" + (f" (median {sig(stalls.min())} to {sig(stalls.max())} s per pool)" if len(stalls)
+                                    else "") + ".")
+        dense = t[t["model"] == "small"]
+        dense_short = dense[(dense["workload"] == "short") & (dense["preemptions"] > 0)]
+        if len(dense_short):
+            r = dense_short.sort_values("pool_pages").iloc[0]
+            out.append(f"**A dense model preempts even short requests:** its pages hold {sig(r['block_size'])} tokens, "
+                       f"so a request grows while it runs; at {sig(r['pool_pages'])} pages, {sig(r['preemptions'])} "
+                       f"preemptions for {sig(r['num_prompts'])} requests.")
+    return out[:5]
+
+
+def for_reader(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with its yes/no columns (fits, kv_limited) as words: a reader sees "yes" or "no", not True/False."""
+    out = table.copy()
+    for col in out.columns:
+        values = [v for v in out[col] if not missing(v)]
+        if values and all(isinstance(v, (bool, np.bool_)) for v in values):
+            out[col] = [v if missing(v) else ("yes" if v else "no") for v in out[col]]
+    return out
+
+
+def findings_markdown(bullets: list[str]) -> str:
+    """The findings box's body: one Markdown bullet per finding."""
+    return "\n".join(f"- {b}" for b in bullets) if bullets else "- No rig has measured this part yet."
