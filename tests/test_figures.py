@@ -30,3 +30,53 @@ def test_tables_show_missing_numbers_as_words_and_missing_text_as_a_dash():
     assert cells[3:] == [("iw-text iw-missing", "–"), ("iw-num iw-missing", "not measured"),
                          ("iw-num iw-missing", "not measured")]
     assert '<th class="iw-num">TTFT (ms)</th>' in table_html(frame)
+
+
+def test_a_text_column_is_a_nominal_tooltip():
+    """A text field typed quantitative shows "NaN" on hover (part 2's "Config: NaN"): typed by the frame's dtype."""
+    from inference_wall.figures import tooltips
+
+    frame = pd.DataFrame({"config": ["chunked, budget 512"], "odd_name": ["x"], "freeze_ms": [12.0]})
+    kinds = {t.to_dict()["field"]: t.to_dict()["type"] for t in tooltips(["config", "odd_name", "freeze_ms"], data=frame)}
+    assert kinds == {"config": "nominal", "odd_name": "nominal", "freeze_ms": "quantitative"}
+    assert tooltips(["config"])[0].to_dict()["type"] == "nominal"  # by name where no frame is given
+
+
+def test_a_log_axis_says_log_and_legends_are_not_cut():
+    from inference_wall.figures import log_x, log_y, theme_config
+
+    assert log_x("rate", "Offered rate (req/s)").to_dict()["title"] == "Offered rate (req/s, log)"
+    assert log_y("ms", "ITL").to_dict()["title"] == "ITL (log)"
+    assert log_y("ms", "ITL (ms, log)").to_dict()["title"] == "ITL (ms, log)"
+    assert theme_config()["config"]["legend"]["labelLimit"] >= 400  # Vega's default cuts at 160 px with "…"
+
+
+def test_part2_charts_type_their_text_nominal():
+    from inference_wall import figures02
+
+    freezes = pd.DataFrame({"rig": ["r", "r"], "config": ["chunking off", "chunked, budget 512"], "budget": [0, 512],
+                            "prompt_len": [4096, 4096], "freeze_ms": [10.0, 5.0], "freeze_min_ms": [9.0, 4.0],
+                            "freeze_max_ms": [11.0, 6.0], "repeats": [3, 3], "ttft_ms": [100.0, 120.0],
+                            "predicted_low_ms": [8.0, 4.0], "predicted_high_ms": [12.0, 6.0], "solo_ttft_ms": [90.0, 90.0]})
+    for chart in (figures02.freeze_vs_length(freezes), figures02.ttft_vs_freeze(freezes)):
+        spec = chart.to_dict()
+        tips = [t for layer in spec["spec"].get("layer", [spec["spec"]]) for t in layer.get("encoding", {}).get("tooltip", [])]
+        assert {t["field"]: t["type"] for t in tips}["config"] == "nominal"
+
+
+def test_a_yes_no_reads_as_a_word():
+    frame = pd.DataFrame({"fits": [True, False], "mixed": pd.Series([True, "x"], dtype=object)})
+    texts = [text for _, text in _cells(table_html(frame))]
+    assert texts == ["yes", "yes", "no", "x"]
+
+
+def test_a_table_saved_as_csv_is_linked(tmp_path):
+    from inference_wall import figures
+
+    df = pd.DataFrame({"rig": ["h200", "a10g"], "tok_s": [1234.5678, float("nan")]})
+    path = figures.save_csv(df, "part9-demo", tmp_path / "_static" / "tables")
+    assert path.read_text().splitlines() == ["rig,tok_s", "h200,1234.5678", "a10g,"]
+    link = figures.csv_link_html(path, base=tmp_path / "notebooks")
+    assert 'href="../_static/tables/part9-demo.csv"' in link and "iw-download" in link
+    with __import__('pytest').raises(ValueError, match="table name"):
+        figures.save_csv(df, "Bad Name")

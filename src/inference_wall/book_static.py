@@ -117,6 +117,29 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def executed_notebook(outdir: Path, pagename: str) -> Path | None:
+    """The notebook myst-nb executed for ``pagename`` (``<build>/jupyter_execute/<page>.ipynb``), if there is one."""
+    path = Path(outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    return path if path.is_file() else None
+
+
+def offer_executed_notebook(app, pagename, templatename, context, doctree) -> None:
+    """Sphinx html-page-context: a page made from a notebook offers it, executed, in the download menu.
+
+    sphinx-book-theme adds an ".ipynb" entry when ``context["ipynb_source"]`` names a file under ``_sources``;
+    nothing sets it for a MyST (.md) notebook, so the menu offered only the .md. The executed copy goes to
+    ``_sources/<page>.ipynb``, beside the page's source."""
+    src = executed_notebook(Path(app.outdir), pagename)
+    if src is None:
+        return
+    dest = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    data = src.read_bytes()
+    if not (dest.exists() and dest.read_bytes() == data):
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
 def setup(app) -> dict:
     """Sphinx extension (listed in _config.yml): let Sphinx read, and so execute, the notebooks in parallel.
 
@@ -128,6 +151,8 @@ def setup(app) -> dict:
     """
     app.setup_extension("sphinx_multitoc_numbering")
     app.extensions["sphinx_multitoc_numbering"].parallel_read_safe = True
+    # before sphinx-book-theme builds its download menu (priority 501)
+    app.connect("html-page-context", offer_executed_notebook, priority=400)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
 
 

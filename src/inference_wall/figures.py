@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from .claims import missing
@@ -36,6 +37,7 @@ WIDTH, HEIGHT = 480, 280  # fits the book column with the legend below
 # Generic families only: the browser and vl-convert resolve them to installed fonts, nothing downloads.
 FONT = "system-ui, -apple-system, 'Segoe UI', 'DejaVu Sans', 'Liberation Sans', Arial, sans-serif"
 FIGURES_DIR_NAME = "figures"  # under <book root>/_static/, copied verbatim into _build/html/_static/
+TABLES_DIR_NAME = "tables"  # the same for each page's tables as CSV
 
 # Fixed colours for rigs the book knows; any other rig gets one from USER_RIG_PALETTE, chosen by
 # a hash of its name so that it keeps its colour from figure to figure.
@@ -72,7 +74,10 @@ def theme_config() -> dict:
                 "domainColor": "#888",
                 "tickColor": "#888",
             },
-            "legend": {"labelFontSize": 12, "titleFontSize": 12, "orient": "bottom", "direction": "horizontal"},
+            # labelLimit: a legend's labels are whole, never cut with "…" (Vega's default stops at 160 px)
+            "legend": {"labelFontSize": 12, "titleFontSize": 12, "orient": "bottom", "direction": "horizontal",
+                       "labelLimit": 600},
+            "header": {"labelLimit": 600},
             "title": {"fontSize": 14, "anchor": "start", "fontWeight": "normal"},
             "mark": {"tooltip": True},  # every mark shows its encoded fields on hover
             "point": {"size": 60, "filled": True},
@@ -136,16 +141,32 @@ def rig_color(rigs: Iterable[str], field: str = "rig", title: str = "Rig", **kwa
     return alt.Color(f"{field}:N", title=title, scale=rig_scale(rigs), **kwargs)
 
 
+TEXT_COLUMNS = frozenset({"rig", "model", "part", "mode", "key", "note", "unit", "config", "window", "family", "variant",
+                          "format", "label", "what", "stat", "who", "series", "quantity", "panel", "workload", "kind",
+                          "gpu", "point", "source", "line", "requests", "reference", "request"})
+
+
+def _column_kind(name: str, data: pd.DataFrame | None) -> str:
+    """'N' for a column of text (by the frame's dtype where a frame is given, else by its name), else 'Q'."""
+    if data is not None and name in data.columns:
+        values = data[name]
+        numeric = pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+        return "Q" if numeric else "N"
+    return "N" if split_unit(name)[1] is None and name in TEXT_COLUMNS else "Q"
+
+
 def tooltips(columns: Sequence[str], units: Mapping[str, str] | None = None,
-             labels: Mapping[str, str] | None = None, fmt: str = ",.3~f") -> list[alt.Tooltip]:
+             labels: Mapping[str, str] | None = None, fmt: str = ",.3~f",
+             data: pd.DataFrame | None = None) -> list[alt.Tooltip]:
     """Tooltip entries with the same readable, unit-bearing titles as the tables.
 
-    Columns may carry an Altair type (``"rig:N"``); without one, ``rig``/text-like names are
-    nominal and the rest quantitative (formatted with ``fmt``)."""
+    Columns may carry an Altair type (``"rig:N"``); without one, a column of ``data`` that holds text is
+    nominal (a text field typed quantitative shows "NaN" on hover), and without ``data`` text-like names
+    (``rig``, ``config``, ...) are; the rest are quantitative (formatted with ``fmt``)."""
     entries = []
     for column in columns:
         name, _, kind = column.partition(":")
-        kind = kind or ("N" if split_unit(name)[1] is None and name in {"rig", "model", "part", "mode", "key", "note", "unit"} else "Q")
+        kind = kind or _column_kind(name, data)
         title = header_label(name, units, labels)
         if kind == "Q":
             entries.append(alt.Tooltip(f"{name}:Q", title=title, format=fmt))
@@ -155,12 +176,21 @@ def tooltips(columns: Sequence[str], units: Mapping[str, str] | None = None,
 
 
 # ------------------------------------------------------------------------------------ log axes
+def log_title(title: str) -> str:
+    """A log axis says so: 'Offered rate (req/s)' -> 'Offered rate (req/s, log)'; a title that names it stays."""
+    if "log" in title.lower():
+        return title
+    if title.endswith(")"):
+        return title[:-1] + ", log)"
+    return f"{title} (log)"
+
+
 def _log_kwargs(title: str | None, domain: Sequence[float] | None, fmt: str | None) -> dict:
     scale = alt.Scale(type="log", domain=list(domain), nice=False) if domain else alt.Scale(type="log")
     axis = alt.Axis(format=fmt or "~s", grid=True)
     kwargs: dict = {"scale": scale, "axis": axis}
     if title is not None:
-        kwargs["title"] = title
+        kwargs["title"] = log_title(title)
     return kwargs
 
 
@@ -389,7 +419,8 @@ def table_html(df: pd.DataFrame, units: Mapping[str, str] | None = None,
                 text = format_number(value)
                 cells.append(f'<td class="iw-num{gap}">{html.escape(text)}</td>')
             else:
-                text = "–" if gap else str(value)
+                # a yes/no reads as a word, never Python's True/False (a bool column, or bools among text)
+                text = "–" if gap else ("yes" if value else "no") if isinstance(value, (bool, np.bool_)) else str(value)
                 cells.append(f'<td class="iw-text{gap}">{html.escape(text)}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
@@ -399,11 +430,42 @@ def table_html(df: pd.DataFrame, units: Mapping[str, str] | None = None,
     )
 
 
-def table(df: pd.DataFrame, **kwargs):
-    """:func:`table_html` wrapped for display in a notebook (returns an ``IPython.display.HTML``)."""
+def save_csv(df: pd.DataFrame, name: str, out_dir: Path | None = None) -> Path:
+    """Write ``df`` as ``<name>.csv`` into ``out_dir`` (default ``_static/tables`` at the book root, copied into
+    ``_build/html/_static/tables``): the numbers as measured, unrounded, a missing one as an empty field.
+    Name it after the page, e.g. ``part1-rates``; an unchanged file is not rewritten."""
+    if not _SAFE_NAME.match(name):
+        raise ValueError(f"table name {name!r}: use lower-case letters, digits, '.', '_' and '-'")
+    out = Path(out_dir) if out_dir is not None else (book_root() / "_static" / TABLES_DIR_NAME)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.csv"
+    data = df.to_csv(index=False, na_rep="").encode("utf-8")
+    if not (path.exists() and path.read_bytes() == data):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    return path
+
+
+def csv_link_html(path: Path, base: Path | None = None) -> str:
+    """A download link to a saved CSV, relative to ``base`` (default: the cwd; see :func:`download_links_html`)."""
+    href = Path(os.path.relpath(Path(path).resolve(), (base or Path.cwd()).resolve())).as_posix()
+    return (f'<p class="iw-figure-downloads">Download this table: '
+            f'<a class="iw-download iw-csv" href="{html.escape(href)}" download>CSV</a></p>')
+
+
+def csv_link(df: pd.DataFrame, name: str, out_dir: Path | None = None) -> str:
+    """Save ``df`` as CSV (:func:`save_csv`) and return the HTML link to it."""
+    return csv_link_html(save_csv(df, name, out_dir))
+
+
+def table(df: pd.DataFrame, csv: str | None = None, **kwargs):
+    """:func:`table_html` wrapped for display in a notebook (returns an ``IPython.display.HTML``); with ``csv``
+    (a file stem such as ``part1-rates``) the frame is also saved as CSV and linked under the table."""
     from IPython.display import HTML
 
-    return HTML(table_html(df, **kwargs))
+    link = csv_link(df, csv) if csv else ""
+    return HTML(table_html(df, **kwargs) + link)
 
 
 def glue_number(name: str, value) -> None:

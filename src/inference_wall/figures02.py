@@ -16,7 +16,7 @@ def _config_order(df: pd.DataFrame) -> list[str]:
 def _length_axis(df: pd.DataFrame) -> alt.X:
     """Prompt length on a log-2 axis, ticked at the lengths measured."""
     values = sorted(int(v) for v in df["prompt_len"].unique())
-    return alt.X("prompt_len:Q", title="long prompt (tokens)", scale=alt.Scale(type="log", base=2),
+    return alt.X("prompt_len:Q", title="long prompt (tokens, log)", scale=alt.Scale(type="log", base=2),
                  axis=alt.Axis(values=values, format=",d"))
 
 
@@ -44,7 +44,7 @@ def freeze_vs_length(freezes: pd.DataFrame) -> alt.FacetChart:
     enc = dict(x=_length_axis(freezes),
                color=alt.Color("config:N", title=CONFIG_TITLE, sort=order))
     tips = figures.tooltips(["config", "prompt_len", "freeze_ms", "freeze_min_ms", "freeze_max_ms", "repeats",
-                             "ttft_ms", "predicted_low_ms", "predicted_high_ms"])
+                             "ttft_ms", "predicted_low_ms", "predicted_high_ms"], data=freezes)
     line = base.mark_line(point=True).encode(y=alt.Y("freeze_ms:Q", title="freeze (ms)"), tooltip=tips, **enc)
     bar = base.mark_rule().encode(y="freeze_min_ms:Q", y2="freeze_max_ms:Q", **enc)
     return alt.layer(bar, line).facet(column=alt.Column("rig:N", title=None)).resolve_scale(y="independent")
@@ -54,11 +54,11 @@ def ttft_vs_freeze(freezes: pd.DataFrame) -> alt.FacetChart:
     """The trade: the long request's TTFT against the freeze it inflicts, per configuration and prompt length."""
     order = _config_order(freezes)
     chart = alt.Chart(freezes).mark_point(filled=True, size=70).encode(
-        x=alt.X("freeze_ms:Q", title="freeze of the background (ms)", scale=alt.Scale(type="log")),
-        y=alt.Y("ttft_ms:Q", title="the long prompt's TTFT (ms)", scale=alt.Scale(type="log")),
+        x=alt.X("freeze_ms:Q", title="freeze of the background (ms, log)", scale=alt.Scale(type="log")),
+        y=alt.Y("ttft_ms:Q", title="the long prompt's TTFT (ms, log)", scale=alt.Scale(type="log")),
         color=alt.Color("config:N", title=CONFIG_TITLE, sort=order),
         shape=alt.Shape("prompt_len:O", title="prompt (tokens)"),
-        tooltip=figures.tooltips(["config", "prompt_len", "freeze_ms", "ttft_ms", "solo_ttft_ms"]))
+        tooltip=figures.tooltips(["config", "prompt_len", "freeze_ms", "ttft_ms", "solo_ttft_ms"], data=freezes))
     return chart.facet(column=alt.Column("rig:N", title=None)).resolve_scale(x="independent", y="independent")
 
 
@@ -71,7 +71,7 @@ def step_timeline(steps: pd.DataFrame) -> alt.FacetChart:
         y=alt.Y("elapsed_ms:Q", title="step time (ms)"),
         color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["carries the long prompt", "other step"],
                                                               range=["#d62728", "#4c78a8"])),
-        tooltip=figures.tooltips(["config", "step", "elapsed_ms", "ctx_tokens", "gen_tokens", "gen_reqs"]))
+        tooltip=figures.tooltips(["config", "step", "elapsed_ms", "ctx_tokens", "gen_tokens", "gen_reqs"], data=data))
     return chart.facet(row=alt.Row("config:N", title=None, sort=_config_order(steps))).resolve_scale(
         x="independent", y="independent")
 
@@ -83,7 +83,7 @@ def kernel_breakdown(traces: pd.DataFrame) -> alt.FacetChart:
         y=alt.Y("bar:N", title=None),
         x=alt.X("share_pct:Q", title="share of kernel time (%)", stack="zero"),
         color=alt.Color("family:N", title="Kernel family"),
-        tooltip=figures.tooltips(["config", "window", "family", "time_ms", "share_pct", "busy_ms"]))
+        tooltip=figures.tooltips(["config", "window", "family", "time_ms", "share_pct", "busy_ms"], data=data))
     return chart.facet(row=alt.Row("rig:N", title=None))
 
 
@@ -94,4 +94,4 @@ def floor_freeze(floor: pd.DataFrame) -> alt.Chart:
         x=_length_axis(floor),
         y=alt.Y("floor_freeze_ms:Q", title="freeze at the compute floor (ms)"),
         color=alt.Color("config:N", title=CONFIG_TITLE, sort=order),
-        tooltip=figures.tooltips(["config", "prompt_len", "floor_freeze_ms"]))
+        tooltip=figures.tooltips(["config", "prompt_len", "floor_freeze_ms"], data=floor))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from . import figures
 from .charts import RIG_FACET
 from .parts.p02 import OFF
 
@@ -44,7 +45,8 @@ def growth(table: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
 
 def prefill_chart(t: pd.DataFrame) -> alt.FacetChart:
     base = alt.Chart(t).encode(
-        x=alt.X("prompt_len:Q", title="prompt (tokens)", scale=alt.Scale(type="log", base=2),
+        color=figures.rig_color(t["rig"], legend=None),
+        x=alt.X("prompt_len:Q", title="prompt (tokens, log)", scale=alt.Scale(type="log", base=2),
                 axis=alt.Axis(values=sorted(int(v) for v in t["prompt_len"].unique()), format=",d")),
         tooltip=[alt.Tooltip("rig:N"), alt.Tooltip("prompt_len:Q", title="prompt (tokens)", format=",d"),
                  alt.Tooltip("ttft_ms:Q", title="TTFT alone (ms)", format=",.1f")])
@@ -57,6 +59,6 @@ def decode_chart(t: pd.DataFrame) -> alt.Chart:
     return alt.Chart(t).mark_line(point=True).encode(
         x=alt.X("batch:Q", title="sequences decoding together (batch)"),
         y=alt.Y("step_ms:Q", title="decode step (median ITL, ms)"),
-        color=alt.Color("rig:N", title="rig"),
+        color=figures.rig_color(t["rig"]),
         tooltip=[alt.Tooltip("rig:N"), alt.Tooltip("batch:Q"), alt.Tooltip("step_ms:Q", title="step (ms)", format=".2f"),
                  alt.Tooltip("decode_tok_s:Q", title="tokens/s", format=",.0f")])
