@@ -1,37 +1,112 @@
-"""`make book`'s build step: `jupyter-book build . --all -W --keep-going`, with its notebooks executed in parallel.
+"""`make book`'s build step: execute the notebooks whose inputs changed, then `jupyter-book build . -W --keep-going`.
 
-Jupyter Book 1.0.4's command line always asks Sphinx for one process (build_sphinx's `jobs` has no
-option), so every notebook runs after the one before it. Sphinx reads (and myst-nb executes) pages in
-parallel when it is given jobs > 1, there are more than five pages to read, and every extension declares
-parallel reading safe (inference_wall.book_static declares the one that does not). This script runs the
-same command with `jobs` set; execute_notebooks stays `force` (_config.yml).
+1. Each notebook page of _toc.yml (a MyST notebook: a `kernelspec` in its front matter) has an input key:
+   the hashes of the notebook file, the package's source (src/inference_wall/**/*.py), the pinned
+   environment (requirements.lock) and the data it reads (:func:`data_inputs`: a part's own
+   data/runs/<part>/ folder, the earlier parts' folders its code reads (RUNS_READ), data/reference,
+   data/rigs and data/models; the book/ pages read all of data/). Jupyter Book's own cache
+   (jupyter-cache) hashes the code cells only and would miss a change of data.
+2. A notebook whose key differs from the one recorded under _build/executed/ (or that has none, or whose
+   last execution failed, or whose saved figures are gone) is executed again, in parallel, as myst-nb
+   executes it (jupyter-cache's single_nb_execution, the notebook's folder as working directory, the
+   timeout in _config.yml); the build prints why ("notebook changed", "data changed: data/runs/03-...",
+   "package changed"). Each notebook's executed copy (<docname>.ipynb) and its execution report
+   (<docname>.json; <docname>.err.log with the traceback when it failed) stay under _build/executed/.
+   A failed notebook prints its own error (the cell and the traceback's tail) whatever the job count.
+3. Sphinx then builds incrementally (no --all): myst-nb takes each notebook's outputs from its executed
+   copy instead of running it (the executed copy is the page's dependency, so a page is read again exactly
+   when its notebook was executed again). Nothing changed: nothing executed, nothing re-read.
 
-Sphinx splits the pages into len(pages) // jobs chunks in name order and runs up to `jobs` chunks at
-once: with jobs at least the number of pages, each page runs in its own process and the slowest notebook,
-not the sum of all, bounds the read (the CPUs are shared among them). IW_BOOK_JOBS sets jobs
-(default: the number of pages in _toc.yml, at most 8); IW_BOOK_JOBS=1 builds as jupyter-book does.
+Nothing here is committed: a fresh clone has no _build/, so every notebook runs. IW_BOOK_JOBS sets how
+many notebooks run at once (default: the number of notebook pages, at most 8); IW_BOOK_JOBS=1 runs them
+one at a time. IW_BOOK_FORCE=1 executes every notebook again.
 """
 from __future__ import annotations
 
-import functools
+import hashlib
+import json
 import os
+import re
+import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+EXECUTED = Path("_build") / "executed"  # under the book root
+KEY_FORMAT = "1"  # bump when what a key covers changes
+
+# The other parts' data/runs/ folders a part's code reads besides its own (the series builds on part 1's
+# measurements; part 5 compares with the rig's part-1 and part-3 servers, part 6 with part 5's). Checked
+# against the parts' imports by tests/test_build_book.py. A notebook not listed here reads all of data/runs.
+RUNS_READ = {
+    "01-hit-the-wall": (),
+    "02-prefill-freeze": ("01-hit-the-wall",),
+    "03-batching-cliff": ("01-hit-the-wall",),
+    "04-kv-starvation": ("01-hit-the-wall",),
+    "05-four-bits": ("01-hit-the-wall", "03-batching-cliff"),
+    "06-past-one-gpu": ("01-hit-the-wall", "03-batching-cliff", "05-four-bits"),
+}
+SHARED_DATA = ("data/reference", "data/rigs", "data/models")
+
+# jupyter_client picks a kernel's five TCP ports by binding port 0 and letting go, and only then starts the
+# kernel: notebooks started at once in parallel processes can draw the same free port, and that kernel dies
+# ("Address already in use", then "Kernel died before replying to kernel_info"). Seen once in a fresh-clone
+# CI run; such a notebook (or build) is run once more, any other failure is not.
+PORT_RACE = ("Kernel died before replying to kernel_info", "Address already in use")
+_FIGURE_REF = re.compile(r"_static/figures/([a-z0-9][a-z0-9._-]*\.(?:png|svg))")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def say(text: str) -> None:
+    print(f"build-book: {text}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The book's pages
+# ---------------------------------------------------------------------------------------------
+def toc_docnames(toc: Path = ROOT / "_toc.yml") -> list[str]:
+    import yaml
+
+    found: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            found.extend(str(node[k]) for k in ("root", "file") if k in node)
+            for v in node.values():
+                if isinstance(v, (dict, list)):
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(yaml.safe_load(toc.read_text()))
+    return found
 
 
 def toc_pages(toc: Path = ROOT / "_toc.yml") -> int:
+    return len(toc_docnames(toc))
+
+
+def is_notebook(text: str) -> bool:
+    """A MyST notebook: YAML front matter with a kernelspec (as jupytext writes it)."""
     import yaml
 
-    def count(node) -> int:
-        if isinstance(node, dict):
-            return ("file" in node or "root" in node) + sum(count(v) for v in node.values() if isinstance(v, (dict, list)))
-        if isinstance(node, list):
-            return sum(count(v) for v in node)
-        return 0
+    if not text.startswith("---\n"):
+        return False
+    end = text.find("\n---", 4)
+    try:
+        meta = yaml.safe_load(text[4:end]) if end > 0 else None
+    except yaml.YAMLError:
+        return False
+    return isinstance(meta, dict) and "kernelspec" in meta
 
-    return count(yaml.safe_load(toc.read_text()))
+
+def notebook_pages(root: Path = ROOT) -> list[str]:
+    """The docnames of _toc.yml whose source is a MyST notebook (<docname>.md)."""
+    return [d for d in toc_docnames(root / "_toc.yml")
+            if (root / f"{d}.md").is_file() and is_notebook((root / f"{d}.md").read_text())]
 
 
 def jobs(root: Path = ROOT) -> int:
@@ -40,20 +115,323 @@ def jobs(root: Path = ROOT) -> int:
         if not raw.isdigit() or int(raw) < 1:
             sys.exit(f"IW_BOOK_JOBS={raw!r}: give a whole number of processes, 1 or more")
         return int(raw)
-    return max(1, min(8, toc_pages(root / "_toc.yml")))
+    return max(1, min(8, len(notebook_pages(root)) or 1))
 
 
-# jupyter_client picks a kernel's five TCP ports by binding port 0 and letting go, and only then starts the
-# kernel: notebooks started at once in parallel processes can draw the same free port, and that kernel dies
-# ("Address already in use", then "Kernel died before replying to kernel_info"). Seen once in a fresh-clone
-# CI run; such a build is run once more, any other failure is not.
-PORT_RACE = ("Kernel died before replying to kernel_info", "Address already in use")
+# ---------------------------------------------------------------------------------------------
+# Input keys
+# ---------------------------------------------------------------------------------------------
+class Hasher:
+    """sha256 of files and folders, with a cache of each file's digest keyed by its size and mtime (kept in
+    _build/executed/file-hashes.json), so an unchanged tree is stat-ed, not read."""
+
+    def __init__(self, root: Path, cache: Path | None = None):
+        self.root, self.cache_path = root, cache
+        self.cache: dict[str, list] = {}
+        if cache and cache.is_file():
+            try:
+                self.cache = json.loads(cache.read_text())
+            except ValueError:
+                self.cache = {}
+        self.seen: dict[str, list] = {}
+
+    def file(self, path: Path) -> str:
+        rel = path.relative_to(self.root).as_posix()
+        if rel in self.seen:
+            return self.seen[rel][2]
+        st = path.stat()
+        hit = self.cache.get(rel)
+        if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
+            digest = hit[2]
+        else:
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            digest = h.hexdigest()
+        self.seen[rel] = [st.st_size, st.st_mtime_ns, digest]
+        return digest
+
+    def tree(self, path: Path, suffix: str | None = None) -> str:
+        """A file's hash, or a folder's: every file's relative path and hash (__pycache__ and hidden
+        writer locks left out); the hash of nothing for a missing path."""
+        h = hashlib.sha256()
+        if path.is_file():
+            return self.file(path)
+        if path.is_dir():
+            for f in sorted(p for p in path.rglob("*") if p.is_file()):
+                rel = f.relative_to(path).as_posix()
+                if "__pycache__" in f.parts or f.name.startswith(".writer.") or (suffix and f.suffix != suffix):
+                    continue
+                h.update(f"{rel}\0{self.file(f)}\n".encode())
+        return h.hexdigest()
+
+    def save(self) -> None:
+        if self.cache_path:
+            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.cache_path.with_name(self.cache_path.name + ".tmp")
+            tmp.write_text(json.dumps(self.seen))
+            tmp.replace(self.cache_path)
+
+
+def data_inputs(docname: str, root: Path = ROOT) -> list[str]:
+    """The data/ paths a notebook page reads (relative to the book root)."""
+    part = docname.split("/")[-1]
+    if docname.startswith("notebooks/") and part in RUNS_READ:
+        return [f"data/runs/{p}" for p in (part, *RUNS_READ[part])] + list(SHARED_DATA)
+    if docname.startswith("notebooks/"):  # a part not in RUNS_READ: every part's runs
+        return ["data/runs", *SHARED_DATA]
+    return ["data"]  # the book/ pages (method, rigs, primer) read everything
+
+
+def input_parts(docname: str, root: Path = ROOT, hasher: Hasher | None = None) -> dict[str, str]:
+    """What a notebook's key is made of: {input: hash} for the notebook, the package, the environment and
+    each data path it reads."""
+    hasher = hasher or Hasher(root)
+    parts = {"format": KEY_FORMAT,
+             "notebook": hasher.file(root / f"{docname}.md"),
+             "package": hasher.tree(root / "src" / "inference_wall", suffix=".py"),
+             "environment": hasher.tree(root / "requirements.lock")}
+    for rel in data_inputs(docname, root):
+        parts[rel] = hasher.tree(root / rel)
+    return parts
+
+
+def input_key(docname: str, root: Path = ROOT, hasher: Hasher | None = None) -> str:
+    return hashlib.sha256(json.dumps(input_parts(docname, root, hasher), sort_keys=True).encode()).hexdigest()
+
+
+def why_stale(old: dict | None, new: dict[str, str], root: Path = ROOT) -> list[str]:
+    """Why a notebook must be executed again, in words; [] when its record matches `new`."""
+    if not old:
+        return ["never executed here"]
+    if not old.get("succeeded"):
+        return ["its last execution failed"]
+    was = old.get("inputs", {})
+    if was.get("format") != new["format"]:
+        return ["build-book's key changed"]
+    reasons = []
+    if was.get("notebook") != new["notebook"]:
+        reasons.append("notebook changed")
+    if was.get("package") != new["package"]:
+        reasons.append("package changed")
+    if was.get("environment") != new["environment"]:
+        reasons.append("environment changed (requirements.lock)")
+    changed = [k for k in new if k.startswith("data") and was.get(k) != new[k]]
+    if changed:
+        reasons.append("data changed: " + ", ".join(changed))
+    missing = [f for f in old.get("figures", []) if not (root / "_static" / "figures" / f).is_file()]
+    if missing:
+        reasons.append(f"figure files missing: _static/figures/{missing[0]}" + (f" and {len(missing) - 1} more"
+                                                                                if len(missing) > 1 else ""))
+    return reasons
+
+
+# ---------------------------------------------------------------------------------------------
+# Execution
+# ---------------------------------------------------------------------------------------------
+def executed_path(root: Path, docname: str, suffix: str = ".ipynb") -> Path:
+    return root / EXECUTED / f"{docname}{suffix}"
+
+
+def read_record(root: Path, docname: str) -> dict | None:
+    path = executed_path(root, docname, ".json")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def book_config(root: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load((root / "_config.yml").read_text()) or {}
+
+
+def read_notebook(root: Path, docname: str):
+    """The notebook as myst-nb reads it for the page (the same cells in the same order)."""
+    from myst_nb.core.read import read_myst_markdown_notebook
+    from myst_parser.config.main import MdParserConfig
+
+    extensions = (book_config(root).get("parse") or {}).get("myst_enable_extensions") or []
+    path = root / f"{docname}.md"
+    return read_myst_markdown_notebook(path.read_text(), MdParserConfig(enable_extensions=set(extensions)),
+                                       add_source_map=True, path=path)
+
+
+def execute_one(root: Path, docname: str, inputs: dict[str, str]) -> dict:
+    """Execute one notebook as myst-nb does; write its executed copy and report under _build/executed/."""
+    import nbformat
+    from jupyter_cache.executors.utils import single_nb_execution
+
+    timeout = (book_config(root).get("execute") or {}).get("timeout", 600)
+    nb = read_notebook(root, docname)
+    t0 = time.monotonic()
+    try:
+        result = single_nb_execution(nb, cwd=str((root / docname).parent), timeout=timeout, allow_errors=False,
+                                     meta_override=True)
+        error, trace, runtime = result.err, result.exc_string, result.time
+    except Exception as e:  # a kernel that died or never started: not a CellExecutionError
+        import traceback
+
+        error, trace, runtime = e, traceback.format_exc(), time.monotonic() - t0
+    out = executed_path(root, docname)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    record = {"docname": docname, "inputs": inputs, "succeeded": error is None, "runtime": runtime,
+              "error": type(error).__name__ if error else None, "finished": time.time()}
+    err_log = executed_path(root, docname, ".err.log")
+    if error is None:
+        text = nbformat.writes(nb)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(out)
+        record["figures"] = sorted(set(_FIGURE_REF.findall(text)))
+        err_log.unlink(missing_ok=True)
+    else:
+        err_log.write_text(_ANSI.sub("", trace or str(error)))
+        record["report"] = str(err_log.relative_to(root))
+    executed_path(root, docname, ".json").write_text(json.dumps(record, indent=1))
+    return record
+
+
+def _clip(lines: list[str], keep: int, tail: bool) -> list[str]:
+    if len(lines) <= keep:
+        return lines
+    note = f"    ... ({len(lines) - keep} lines left out)"
+    return [note, *lines[-keep:]] if tail else [*lines[:keep], note]
+
+
+def error_tail(text: str, cell_lines: int = 12, trace_lines: int = 25) -> str:
+    """A failed notebook's own error, from its report: the cell that failed (nbclient's CellExecutionError:
+    "An error occurred while executing the following cell:", the cell between two dashed lines, then the
+    kernel's traceback) and the traceback's tail; the report's tail where it has no such cell."""
+    start = text.find("An error occurred while executing the following cell")
+    lines = (text[start:] if start >= 0 else text).rstrip().splitlines()
+    dashes = [i for i, line in enumerate(lines) if line.strip() and set(line.strip()) == {"-"}]
+    if start < 0 or len(dashes) < 2:
+        return "\n".join(_clip(lines, trace_lines, tail=True))
+    a, b = dashes[0], dashes[1]
+    cell = _clip(lines[a + 1:b], cell_lines, tail=False)
+    trace = _clip([line for line in lines[b + 1:] if line.strip()], trace_lines, tail=True)
+    return "\n".join([lines[0], lines[a], *cell, lines[b], *trace])
+
+
+def execute_stale(root: Path = ROOT, n_jobs: int | None = None, force: bool | None = None,
+                  worker: list[str] | None = None) -> int:
+    """Execute every notebook page whose input key changed; print why each runs and each failure's own
+    error. Returns the number of notebooks that failed."""
+    force = os.environ.get("IW_BOOK_FORCE") == "1" if force is None else force
+    hasher = Hasher(root, root / EXECUTED / "file-hashes.json")
+    todo: dict[str, dict[str, str]] = {}
+    pages = notebook_pages(root)
+    for doc in pages:
+        inputs = input_parts(doc, root, hasher)
+        reasons = ["IW_BOOK_FORCE=1"] if force else why_stale(read_record(root, doc), inputs, root)
+        if reasons:
+            todo[doc] = inputs
+            say(f"{doc}: executing ({'; '.join(reasons)})")
+    hasher.save()
+    say(f"{len(pages) - len(todo)} of {len(pages)} notebooks unchanged (their executed copies in {EXECUTED} are used)")
+    if not todo:
+        return 0
+    n_jobs = n_jobs or jobs(root)
+    worker = worker or [sys.executable, str(Path(__file__).resolve()), "--execute", str(root)]
+
+    def run(doc: str) -> dict:
+        for attempt in (1, 2):
+            executed_path(root, doc, ".json").unlink(missing_ok=True)  # the worker writes it anew
+            proc = subprocess.run([*worker, doc], input=json.dumps(todo[doc]), capture_output=True, text=True)
+            record = read_record(root, doc) or {}
+            if not record:
+                record = {"succeeded": False, "error": f"worker exit {proc.returncode}",
+                          "stderr": (proc.stdout + proc.stderr)[-3000:]}
+            text = ""
+            if not record.get("succeeded"):
+                try:
+                    text = (root / record.get("report", "")).read_text() if record.get("report") else ""
+                except OSError:
+                    pass
+                text += record.get("stderr", "")
+            if record.get("succeeded") or attempt == 2 or not any(k in text for k in PORT_RACE):
+                return record
+            say(f"{doc}: its kernel lost its port to another's at start; executing it once more")
+        return record
+
+    failed = 0
+    with ThreadPoolExecutor(max_workers=min(n_jobs, len(todo))) as pool:
+        for doc, record in zip(todo, pool.map(run, todo)):
+            if record.get("succeeded"):
+                say(f"{doc}: executed in {record['runtime']:.1f} s")
+            else:
+                failed += 1
+                report = root / record["report"] if record.get("report") else None
+                say(f"{doc}: FAILED ({record.get('error')}; report {report.relative_to(root) if report else 'none'}):")
+                text = report.read_text() if report and report.is_file() else record.get("stderr", "")
+                print("\n".join("    " + line for line in error_tail(text).splitlines()), flush=True)
+    return failed
+
+
+# ---------------------------------------------------------------------------------------------
+# Sphinx, with each notebook's outputs from its executed copy
+# ---------------------------------------------------------------------------------------------
+def use_executed_copies(root: Path) -> None:
+    """Make myst-nb take a notebook's outputs from _build/executed/<docname>.ipynb where that copy has the
+    page's cells (any other page is executed by myst-nb as configured), and make the copy the page's
+    dependency, so Sphinx reads the page again when the copy is rewritten."""
+    import nbformat
+    import myst_nb.sphinx_ as nb_sphinx
+    from myst_nb.core.execute.base import NotebookClientBase
+
+    original_create, original_parse = nb_sphinx.create_client, nb_sphinx.Parser.parse
+
+    def copy_for(source) -> tuple[Path, dict] | None:
+        try:
+            doc = Path(source).resolve().relative_to(root.resolve()).with_suffix("").as_posix()
+        except (ValueError, OSError):
+            return None
+        record, path = read_record(root, doc), executed_path(root, doc)
+        return (path, record) if record and record.get("succeeded") and path.is_file() else None
+
+    class FromExecutedCopy(NotebookClientBase):
+        def start_client(self):
+            executed = self._kwargs["executed"]
+            for cell, done in zip(self.notebook.cells, executed.cells):
+                if cell.cell_type == "code":
+                    cell.outputs = done.get("outputs", [])
+                    cell.execution_count = done.get("execution_count")
+            for key, value in executed.metadata.items():
+                if key not in ("source_map",):
+                    self.notebook.metadata[key] = value
+            record = self._kwargs["record"]
+            self.logger.info(f"Outputs from {self._kwargs['copy']} (executed in {record['runtime']:.2f} s)")
+            self.exec_metadata = {"mtime": record["finished"], "runtime": record["runtime"], "method": "build-book",
+                                  "succeeded": True, "error": None, "traceback": None}
+
+    def create_client(notebook, source, nb_config, logger, read_fmt=None):
+        found = copy_for(source)
+        if found:
+            path, record = found
+            executed = nbformat.read(path, as_version=4)
+            same = [c.source for c in notebook.cells] == [c.source for c in executed.cells]
+            if same:
+                return FromExecutedCopy(notebook, Path(source), nb_config, logger, executed=executed, record=record,
+                                        copy=path.relative_to(root))
+            say(f"{path} does not hold the cells of {source}: myst-nb executes it")
+        return original_create(notebook, source, nb_config, logger, read_fmt)
+
+    def parse(self, inputstring, document):
+        env = getattr(document.settings, "env", None) or self.env
+        found = copy_for(env.doc2path(env.docname))
+        if found:
+            env.note_dependency(str(found[0]))
+        return original_parse(self, inputstring, document)
+
+    nb_sphinx.create_client = create_client
+    nb_sphinx.Parser.parse = parse
 
 
 def main(root: Path = ROOT, cmd: list[str] | None = None) -> int:
     """Build once in a child process (`cmd`, default this script with --once); once more if it lost a port race."""
-    import subprocess
-
     cmd = cmd or [sys.executable, str(Path(__file__).resolve()), "--once", str(root)]
     for attempt in (1, 2):
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
@@ -69,17 +447,28 @@ def main(root: Path = ROOT, cmd: list[str] | None = None) -> int:
 
 
 def build_once(root: Path = ROOT) -> int:
+    t0 = time.monotonic()
+    failed = execute_stale(root)
+    if failed:
+        say(f"{failed} notebook(s) failed: the site is not built (each one's report is under {EXECUTED})")
+        return 1
+    say(f"notebooks ready ({time.monotonic() - t0:.1f} s); jupyter-book build (incremental)")
+    import functools
+
     from jupyter_book import sphinx as jb_sphinx
     from jupyter_book.cli.main import main as jb_main
 
-    n = jobs(root)
-    # jupyter-book's build command imports build_sphinx from this module when it runs
-    jb_sphinx.build_sphinx = functools.partial(jb_sphinx.build_sphinx, jobs=n)
-    print(f"jupyter-book build with {n} processes (IW_BOOK_JOBS)", flush=True)
-    return jb_main(["build", str(root), "--all", "-W", "--keep-going"])  # click exits with the build's status
+    # Sphinx reads pages in parallel (jobs > 1, more than five pages to read; inference_wall.book_static
+    # declares that safe): Jupyter Book 1.0.4's command line always asks for one process.
+    jb_sphinx.build_sphinx = functools.partial(jb_sphinx.build_sphinx, jobs=jobs(root))
+    use_executed_copies(root)
+    return jb_main(["build", str(root), "-W", "--keep-going"])  # click exits with the build's status
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--once"]:
         sys.exit(build_once(Path(sys.argv[2])))
+    if sys.argv[1:2] == ["--execute"]:  # one notebook, its inputs' hashes on stdin (execute_stale's worker)
+        record = execute_one(Path(sys.argv[2]), sys.argv[3], json.loads(sys.stdin.read()))
+        sys.exit(0 if record["succeeded"] else 1)
     sys.exit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT))
