@@ -207,3 +207,52 @@ def test_tensor_parallel_on_the_cpu_build_serves_and_splits_the_weights(linked_d
     assert v["fit"].n == 2 and v["single_itl_ms"].value > 0 and math.isfinite(v["ceiling_tok_s"].value)
     log = (rig_dir / "tp2-single" / "server.log").read_text()
     assert "Worker_TP0" in log and "Worker_TP1" in log  # two workers, one per shard
+
+
+# ---------------------------------------------------------------------------------------------- what the page says
+def _two_starts(first_tokens, second_tokens):
+    """tp1's main server (cap 256) listed first, a later start at cap 64 listed last."""
+    tables = synthetic_tables({"tp1": (5.0, 0.04)}, memory={"tp1": (17.0, 100.0, first_tokens)})
+    extra = tables["starts"].iloc[[0]].assign(max_num_seqs=64, kv_cache_tokens=second_tokens, kv_cache_gib=101.0)
+    tables["starts"] = pd.concat([tables["starts"], extra], ignore_index=True)
+    return p06.rig_view("syn", tables, {**p06.DEFAULTS})["variants"]["tp1"]
+
+
+def test_kv_tokens_are_read_from_the_row_apply_start_picks_the_main_servers():
+    """The old code tested the last row listed and read the largest cap's: a later start without the figure hid
+    the main server's, and a later start with it let the main server's missing figure through as nan."""
+    v = _two_starts(3_500_000, math.nan)
+    assert v["kv_tokens"] == 3_500_000 and v["kv_cache_gib"] == 100.0
+    assert "kv_tokens" not in _two_starts(math.nan, 3_600_000)
+
+
+def test_tensor_parallelism_is_said_to_split_the_recurrent_state_not_to_leave_it_whole():
+    h = p06.sharded_heads(p06.DEFAULTS["model"])
+    assert h["kv_heads_per_gpu"] == h["kv_heads"] / 2 and h["gdn_value_heads_per_gpu"] == h["gdn_value_heads"] / 2
+    for c in p06.CLAIMS:
+        assert "the recurrent state) is not split" not in c.why, c.id
+    page = (ROOT / "notebooks" / "06-past-one-gpu.md").read_text()
+    assert "the recurrent state, none of\nwhich a second GPU splits" not in page
+    bullets = p06.key_findings({}, p06.predicted_bytes(p06.DEFAULTS["model"]), p06.DEFAULTS["model"])
+    split = next(b for b in bullets if "splits the state too" in b)
+    assert f"{h['gdn_value_heads']} Gated DeltaNet value heads" in split and "recurrent state" in split
+
+
+def test_the_page_says_first_that_it_awaits_a_two_gpu_run_until_one_is_shown():
+    note = p06.awaiting_note({})
+    assert note.startswith("**This part awaits a two-GPU run.**") and p06.TWO_GPU_RIG in note
+    bullets = p06.key_findings({}, p06.predicted_bytes(p06.DEFAULTS["model"]), p06.DEFAULTS["model"])
+    assert bullets[0].startswith("**Awaits a two-GPU run:**") and 3 <= len(bullets) <= 5
+    measured = {"syn": p06.rig_view("syn", synthetic_tables({"tp1": (5.0, 0.04), "tp2": (3.0, 0.03)}), {**p06.DEFAULTS})}
+    assert p06.awaiting_note(measured) == ""
+    assert not any("Awaits" in b for b in p06.key_findings(measured, p06.predicted_bytes(p06.DEFAULTS["model"]),
+                                                           p06.DEFAULTS["model"]))
+
+
+def test_the_method_page_link_is_the_built_page_not_the_source_file():
+    """A link inside a code cell's Markdown output is not resolved by Sphinx: it must name the built page
+    (book/method.html beside notebooks/), not the source (a 404 on the site)."""
+    for page in ("05-four-bits.md", "06-past-one-gpu.md"):
+        text = (ROOT / "notebooks" / page).read_text()
+        assert "](../book/method.md)" not in text and "](../book/method.html)" in text
+    assert (ROOT / "book" / "method.md").exists()

@@ -829,7 +829,10 @@ def _stall_text(r) -> str:
     if doubt:
         return text + f", but that count is {doubt}."
     if stalls > 0:
-        text += f", {sig(r.stall_median_s)} s each at the median: that is where a preemption's cost lands"
+        pre = float(r.preemptions)
+        text += f", {sig(r.stall_median_s)} s each at the median"
+        text += (": that is where a preemption's cost lands" if math.ceil(STALL_SHARE * pre) <= stalls <= pre else
+                 f", for {sig(pre)} preemptions (not one stall each: see claim `preemption-stall`)")
     return text + "."
 
 
@@ -842,12 +845,12 @@ def _faster_text(pre: pd.DataFrame, calm: pd.DataFrame) -> str:
     if not len(fast):
         return ""
     f = fast.sort_values("output_tok_s").iloc[-1]
-    return (f" At {_n(f.pool_pages)} pages, although it preempted, the flood ran {f.output_tok_s:,.0f} tok/s against "
-            f"{ref.output_tok_s:,.0f} at {_n(ref.pool_pages)} pages: the engine's own counters give "
-            f"{f.server_tok_per_step:,.0f} output tokens a step at {f.server_step_ms:.1f} ms a step there, against "
-            f"{ref.server_tok_per_step:,.0f} at {ref.server_step_ms:.1f} ms, so a step of the full batch cost "
-            f"{ref.server_step_ms / f.server_step_ms:.1f}x one of the preempted batch for "
-            f"{ref.server_tok_per_step / f.server_tok_per_step:.1f}x the tokens.")
+    return (f" At {_n(f.pool_pages)} pages, although it preempted, the flood ran {sig(f.output_tok_s)} tok/s against "
+            f"{sig(ref.output_tok_s)} at {_n(ref.pool_pages)} pages: the engine's own counters give "
+            f"{sig(f.server_tok_per_step)} output tokens a step at {sig(f.server_step_ms)} ms a step there, against "
+            f"{sig(ref.server_tok_per_step)} at {sig(ref.server_step_ms)} ms, so a step of the full batch cost "
+            f"{sig(ref.server_step_ms / f.server_step_ms, 2)}x one of the preempted batch for "
+            f"{sig(ref.server_tok_per_step / f.server_tok_per_step, 2)}x the tokens.")
 
 
 def published_running(data_dir=None) -> dict:

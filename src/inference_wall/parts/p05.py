@@ -159,9 +159,14 @@ def kernels_in_log(text: str) -> list[str]:
 def point_table(data_dir=None, rigs: list[str] | None = None, part: str = NAME, key: str = "format") -> pd.DataFrame:
     """One row per measured pass of part 5 (or of `part`, whose variants its points' params[`key`] name): the
     variant (format, preset), the kind of point, its numbers."""
+    from ..gpuclocks import point_summary
+
     rows = []
     for pt in load_points(part, data_dir, rigs):
         row = pass_summary(pt)
+        clocks = point_summary(pt) or {}
+        row.update(sm_mhz_median=clocks.get("sm_mhz_median", math.nan),
+                   sw_power_cap_share=clocks.get("sw_power_cap_share", math.nan))
         row.update({key: pt.params.get(key)})
         row.update(kind=pt.params.get("kind"), model=pt.params.get("model"),
                    preset=(pt.manifest.get("model") or {}).get("preset"), batch=pt.params.get("batch"),
@@ -170,8 +175,8 @@ def point_table(data_dir=None, rigs: list[str] | None = None, part: str = NAME, 
                    gpu_name=gpu_name(pt.manifest))
         rows.append(row)
     cols = ["rig", "point", "kind", key, "model", "preset", "batch", "max_num_seqs", "num_prompts", "completed",
-            "duration_s", "completed_rps", "output_tok_s", "ttft_p50_ms", "itl_p50_ms", "itl_p99_ms", "running_max",
-            "min_window_s", "bandwidth_gb_s", "gpu_name"]
+            "duration_s", "completed_rps", "output_tok_s", "ttft_p50_ms", "tpot_p50_ms", "itl_p50_ms", "itl_p99_ms",
+            "running_max", "min_window_s", "bandwidth_gb_s", "gpu_name", "sm_mhz_median", "sw_power_cap_share"]
     return pd.DataFrame(rows, columns=cols if not rows else None)
 
 
@@ -219,6 +224,7 @@ def startup_table(data_dir=None, rigs: list[str] | None = None, part: str = NAME
 def reference_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
     """The rig's part-1 and part-3 measurements of its own model (16-bit): single stream, decode batches, the
     floods per cap and the server's weights, as rows shaped like part 5's."""
+    from ..gpuclocks import point_summary
     from . import p01, p03
 
     rows, starts = [], []
@@ -234,6 +240,9 @@ def reference_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
             if kind not in ("single", "decode", "flood"):
                 continue
             row = pass_summary(pt)
+            clocks = point_summary(pt) or {}
+            row.update(sm_mhz_median=clocks.get("sm_mhz_median", math.nan),
+                       sw_power_cap_share=clocks.get("sw_power_cap_share", math.nan))
             row.update(kind=kind, format="fp16", source_part=part, batch=pt.params.get("batch"),
                        preset=(pt.manifest.get("model") or {}).get("preset"),
                        bandwidth_gb_s=(pt.manifest.get("rig_info") or {}).get("hbm_bandwidth_gb_s"))
@@ -253,7 +262,8 @@ def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
 
 
 def measure_variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidth: Interval | None, data_dir,
-                    top_cap: int | None = None, fit_max_batch: int | None = None, step: str = "itl_p50_ms") -> dict:
+                    top_cap: int | None = None, fit_max_batch: int | None = None, step: str = "itl_p50_ms",
+                    other_step: bool = True) -> dict:
     """A variant's measurements: its fixed cost is the step at batch 1 (the single stream's and the batch-1 decode
     point's median ITL, over both: a fixed cost plus one sequence's), its per-sequence cost the slope of the step
     fit over the decode batches up to fit_max_batch (a line through a curve that bends at large batches would
@@ -288,17 +298,31 @@ def measure_variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidt
             line = float(fit.predict([last["batch"]])[0])
             if line > 0:
                 v.update(bend_batch=int(last["batch"]), bend_step_ms=float(last["step_ms"]),
-                         bend_ratio=float(last["step_ms"]) / line)
+                         bend_ratio=float(last["step_ms"]) / line, bend_sm_mhz=last.get("sm_mhz_median", math.nan),
+                         bend_power_cap=last.get("sw_power_cap_share", math.nan))
     floods = points[points["kind"] == "flood"].sort_values("max_num_seqs")
     if len(floods):
         v["sweep"] = floods
         within = floods[floods["max_num_seqs"] <= top_cap] if top_cap else floods
         top = (within if len(within) else floods).iloc[-1]  # the ceiling at the part's cap where measured
         v.update(ceiling_tok_s=Interval.exact(top["output_tok_s"]), top_cap=int(top["max_num_seqs"]),
-                 ceiling_running=top["running_max"])
+                 ceiling_running=top["running_max"], ceiling_sm_mhz=top.get("sm_mhz_median", math.nan),
+                 ceiling_power_cap=top.get("sw_power_cap_share", math.nan))
     if bandwidth is not None and "bytes" in v:
         v["floor_ms"] = bandwidth.map(lambda bw: v["bytes"].floor_ms(bw))
+    other = OTHER_STEP.get(step) if other_step else None
+    if other and len(dec) and other in dec and dec[other].notna().all():
+        alt = measure_variant(points, None, fmt, None, data_dir, top_cap, fit_max_batch, step=other, other_step=False)
+        if "slope" in alt:
+            v["slope_other"], v["other_step"] = alt["slope"], other
     return v
+
+
+# The step estimators a per-sequence cost can be read with: the median gap between tokens (ITL) and the median time
+# per output token after the first (TPOT); each variant's fit is made with the other too, so that a statement that
+# depends on the slope can say whether both agree.
+OTHER_STEP = {"itl_p50_ms": "tpot_p50_ms", "tpot_p50_ms": "itl_p50_ms"}
+STEP_NAMES = {"itl_p50_ms": "median ITL", "tpot_p50_ms": "median TPOT"}
 
 
 def rig_bandwidth(*frames: pd.DataFrame) -> Interval | None:
@@ -333,8 +357,9 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
         mine = st[st["format"] == REFERENCE] if len(st) else st
         starts = tables["reference"]["starts"]
         starts = starts[starts["rig"] == rig] if len(starts) else starts
-        if len(mine):
-            rv["weights_gib"] = float(mine.iloc[-1]["weights_gib"])
+        if len(mine):  # this part's reference server: its log's weights, KV cache and pool
+            apply_start(rv, mine)
+            rv["weights_gib"] = float(rv["weights_gib"])
         elif len(starts):
             rv["weights_gib"] = float(starts.sort_values("started").iloc[-1]["weights_gib"])
         rv["label"] = f"{rv['preset']} 16-bit ({'this part' if len(own) else 'parts 1 and 3'})"
@@ -389,8 +414,11 @@ def variant_summary(views: dict[str, dict]) -> pd.DataFrame:
                          "decode_gb": v.get("decode_gb"), "weights_gib": v.get("weights_gib"),
                          "kv_cache_gib": v.get("kv_cache_gib"),
                          "floor_ms": val("floor_ms"), "single_itl_ms": val("single_itl_ms"),
-                         "fixed_ms": val("fixed"), "per_seq_ms": val("slope"), "bend_ratio": v.get("bend_ratio"),
-                         "ceiling_tok_s": val("ceiling_tok_s"), "top_cap": v.get("top_cap"),
+                         "fixed_ms": val("fixed"), "per_seq_ms": val("slope"), "per_seq_tpot_ms": val("slope_other"),
+                         "bend_ratio": v.get("bend_ratio"),
+                         "ceiling_tok_s": val("ceiling_tok_s"), "ceiling_sm_mhz": v.get("ceiling_sm_mhz"),
+                         "ceiling_power_cap_pct": 100 * v["ceiling_power_cap"] if known_number(v.get("ceiling_power_cap"))
+                         else math.nan, "top_cap": v.get("top_cap"),
                          "admission_limit": v.get("admission_limit"), "kernels": v.get("kernels")})
     return pd.DataFrame(rows)
 
@@ -676,9 +704,7 @@ def findings(view: dict) -> str:
                          f"{v['fit_max_batch']}; measured at {', '.join(str(int(b)) for b in v['decode']['batch'])})")
         if "bend_ratio" in v:
             parts.append(f"at batch {v['bend_batch']} the step is {num(v['bend_step_ms'])} ms, "
-                         f"{num(v['bend_ratio'])}x what the line predicts there"
-                         + (" (it bends up: per-sequence work, not the weight stream, sets the step there)"
-                            if v["bend_ratio"] > BAND[1] else ""))
+                         f"{num(v['bend_ratio'])}x what the line predicts there")
         if "ceiling_tok_s" in v:
             parts.append(f"flood at cap {v['top_cap']}: {num(v['ceiling_tok_s'].value)} output tok/s")
         if not missing(v.get("admission_limit")):
@@ -704,7 +730,13 @@ def series_summary(rows: pd.DataFrame, views: dict[str, dict]) -> str:
         slopes = {k: v["slope"].value for k, v in fmts.items() if "slope" in v}
         if len(slopes) >= 2:
             order = sorted(slopes, key=slopes.get)
-            text += (" Per-sequence cost, least first: " + ", ".join(f"{k} {num(slopes[k])} ms" for k in order) + ".")
+            text += (" Per-sequence cost by the median ITL, least first: "
+                     + ", ".join(f"{k} {num(slopes[k])} ms" for k in order))
+            other = {k: v["slope_other"].value for k, v in fmts.items() if "slope_other" in v}
+            if len(other) == len(slopes):
+                text += ("; by the median TPOT: " + ", ".join(f"{k} {num(other[k])} ms"
+                                                              for k in sorted(other, key=other.get)))
+            text += "."
         tops = {k: v["ceiling_tok_s"].value for k, v in fmts.items() if "ceiling_tok_s" in v}
         if len(tops) >= 2:
             order = sorted(tops, key=tops.get, reverse=True)
@@ -739,3 +771,205 @@ def device_minutes(device: pd.DataFrame | None, part: str, rig: str) -> str:
     if not len(d):
         return ""
     return f" Machine time: {num(float(d['device_min'].sum()))} min over {int(d['sessions'].sum())} server sessions."
+
+
+# ----------------------------------------------------------------------------------------- what the page says
+def sig(x, digits: int = 3, exact_whole: bool = True) -> str:
+    """At most `digits` significant digits, thousands separated; a whole number (a count) exactly unless
+    `exact_whole` is False (a measured clock); a dash where missing."""
+    if not known_number(x) or not math.isfinite(float(x)):
+        return "–"
+    x = float(x)
+    if x == 0:
+        return "0"
+    if exact_whole and x.is_integer():
+        return f"{int(x):,}"
+    places = digits - 1 - int(math.floor(math.log10(abs(x))))
+    return f"{round(x, places):,.{max(0, places)}f}"
+
+
+def pct(x: float) -> str:
+    """A signed percentage change for a reader: -0.029 -> '-2.9%'."""
+    return ("+" if x > 0 else "") + sig(100 * x, 2) + "%"
+
+
+def repeat_spread(rig: str, data_dir=None) -> pd.DataFrame:
+    """The run-to-run spread of floods on one rig: every flood measured on `rig` and on one of its repeats (rigs
+    named `<rig>-run...`) with the same point (part 3's caps, part 1's flood), as the repeat's output throughput
+    over the rig's, minus one. Empty where the rig has no repeat."""
+    from . import p01, p03
+
+    rows = []
+    for mod, floods_only in ((p03, lambda pt: pt.params.get("model", "main") == "main"),
+                             (p01, lambda pt: pt.params.get("kind") == "rate"
+                              and math.isinf(float(pt.params.get("offered_rate_rps", 0))))):
+        mine, repeats = {}, []
+        for pt in load_points(mod.NAME, data_dir):
+            if not floods_only(pt):
+                continue
+            if pt.rig == rig:
+                mine[pt.name] = pass_summary(pt)["output_tok_s"]
+            elif pt.rig.startswith(f"{rig}-run"):
+                repeats.append((pt.rig, pt.name, pass_summary(pt)["output_tok_s"]))
+        for other, name, tok in repeats:
+            if name in mine and mine[name] > 0:
+                rows.append({"part": mod.NAME, "rig": rig, "repeat": other, "point": name,
+                             "change": tok / mine[name] - 1})
+    return pd.DataFrame(rows, columns=["part", "rig", "repeat", "point", "change"])
+
+
+def ceiling_gaps(view: dict, spread: pd.DataFrame) -> list[dict]:
+    """Each quantized format's flood ceiling against fp16's on one rig, and whether the gap is inside the rig's
+    run-to-run spread (repeat_spread: the largest change between repeats of the same flood, either way)."""
+    vs = view["variants"]
+    if "fp16" not in vs or "ceiling_tok_s" not in vs["fp16"]:
+        return []
+    base = vs["fp16"]["ceiling_tok_s"].value
+    worst = float(spread["change"].abs().max()) if len(spread) else math.nan
+    out = []
+    for fmt in ("int4", "fp8"):
+        if fmt in vs and "ceiling_tok_s" in vs[fmt]:
+            gap = vs[fmt]["ceiling_tok_s"].value / base - 1
+            out.append({"format": fmt, "gap": gap, "spread": worst,
+                        "within": None if math.isnan(worst) else abs(gap) <= worst})
+    return out
+
+
+def spread_text(view: dict, spread: pd.DataFrame) -> str:
+    """The ceilings' gaps to fp16 set against the run-to-run spread, in words."""
+    gaps = ceiling_gaps(view, spread)
+    if not gaps:
+        return ""
+    if not len(spread):
+        return ("Flood ceilings against fp16: " + ", ".join(f"{g['format']} {pct(g['gap'])}" for g in gaps)
+                + "; this rig has no repeated run to set them against.")
+    where = ", ".join(f"{r} in part {int(part.split('-', 1)[0])}" for (part, r), _ in
+                      spread.groupby(["part", "repeat"], sort=False))
+    words = []
+    for g in gaps:
+        words.append(f"{g['format']}'s ceiling is {pct(g['gap'])} against fp16's, "
+                     + ("within" if g["within"] else "outside") + " that spread")
+    return (f"Run to run, the same flood on {view['rig']} changed by {pct(spread['change'].min())} to "
+            f"{pct(spread['change'].max())} between repeats ({view['rig']} against {where}; {len(spread)} floods): " + "; ".join(words) + ". A gap within the spread is no difference these runs can "
+            "tell.")
+
+
+def clocks_text(view: dict) -> str:
+    """Each format's GPU clock beside its ceiling and its bend: the busy SM clock's median and the share of samples
+    at the software power cap, from the passes' own GPU samples."""
+    items = []
+    for key, v in view["variants"].items():
+        if key == REFERENCE or not known_number(v.get("ceiling_sm_mhz")):
+            continue
+        items.append(f"{key} {sig(v['ceiling_sm_mhz'], exact_whole=False)} MHz, {sig(100 * v['ceiling_power_cap'], 2)}% of samples at "
+                     f"the power cap ({sig(v['ceiling_tok_s'].value)} tok/s)")
+    if not items:
+        return ""
+    return ("The GPU's SM clock during each flood at the top cap (median over busy samples) and the share of its "
+            "samples at the software power cap: " + "; ".join(items) + ".")
+
+
+def bend_text(view: dict) -> str:
+    """The largest decode batch's step over the fit's line, per format, with that pass's clock: what the bend shows
+    and what it does not (a format that bends as much as another is not bent by what only the other does)."""
+    bends = {k: v for k, v in view["variants"].items() if k != REFERENCE and "bend_ratio" in v}
+    if len(bends) < 2:
+        return ""
+    batch = next(iter(bends.values()))["bend_batch"]
+    items = [f"{k} {sig(v['bend_ratio'])}x" + (f" ({sig(v['bend_sm_mhz'], exact_whole=False)} MHz, {sig(100 * v['bend_power_cap'], 2)}% "
+                                                 f"at the power cap)" if known_number(v.get("bend_sm_mhz")) else "")
+             for k, v in bends.items()]
+    text = f"At a batch of {batch} the step over what each format's line predicts: " + "; ".join(items) + "."
+    if "int4" in bends and "fp16" in bends and bends["fp16"]["bend_ratio"] >= bends["int4"]["bend_ratio"] * 0.95:
+        text += (" fp16 bends as much as int4, so the bend is not 4-bit work (unpacking) and these runs do not show "
+                 "a format turning compute-bound; what sets it is not measured here (candidates: the arithmetic that "
+                 "grows with the batch, and the clock, which the power cap lowers at large batches).")
+    return text
+
+
+def per_seq_estimators(views: dict[str, dict]) -> pd.DataFrame:
+    """Each variant's per-sequence cost (the fit's slope) by both step estimators, with their ranges."""
+    rows = []
+    for rig, view in views.items():
+        for key, v in view["variants"].items():
+            a, b = v.get("slope"), v.get("slope_other")
+            rows.append({"rig": rig, "variant": v["label"],
+                         "per_seq_itl_ms": a.value if a else math.nan,
+                         "itl_range": f"{sig(a.low)} to {sig(a.high)}" if a else "–",
+                         "per_seq_tpot_ms": b.value if b else math.nan,
+                         "tpot_range": f"{sig(b.low)} to {sig(b.high)}" if b else "–"})
+    return pd.DataFrame(rows, columns=["rig", "variant", "per_seq_itl_ms", "itl_range", "per_seq_tpot_ms",
+                                       "tpot_range"])
+
+
+def _apart(a: Interval, b: Interval) -> int:
+    """-1 where a's range lies wholly below b's, 1 wholly above, 0 where they overlap."""
+    return -1 if a.high < b.low else (1 if a.low > b.high else 0)
+
+
+def larger_model_text(view: dict) -> str:
+    """Whether the larger model costs less per sequence than the reference: said only where both step estimators
+    (ITL and TPOT) put its slope's range wholly below the reference's; otherwise what each estimator gives."""
+    vs = view["variants"]
+    if REFERENCE not in vs or "fp16" not in vs:
+        return ""
+    r, x = vs[REFERENCE], vs["fp16"]
+    pairs = [(STEP_NAMES["itl_p50_ms"], x.get("slope"), r.get("slope")),
+             (STEP_NAMES["tpot_p50_ms"], x.get("slope_other"), r.get("slope_other"))]
+    pairs = [(n, a, b) for n, a, b in pairs if isinstance(a, Interval) and isinstance(b, Interval)]
+    if not pairs:
+        return ""
+    said = "; ".join(f"by the {n}, {sig(a.value)} ms ({sig(a.low)} to {sig(a.high)}) against "
+                     f"{sig(b.value)} ({sig(b.low)} to {sig(b.high)})" for n, a, b in pairs)
+    order = {_apart(a, b) for _, a, b in pairs}
+    head = f"Per sequence, {x['preset']} in fp16 against {r['preset']}: {said}."
+    if len(pairs) == 2 and order == {-1}:
+        return head + " Both estimators agree: the larger model costs less per sequence on this rig."
+    if len(pairs) == 2 and order == {1}:
+        return head + " Both estimators agree: the larger model costs more per sequence on this rig."
+    return head + (" The estimators disagree (or their ranges overlap), so these runs do not say which model costs "
+                   "less per sequence.")
+
+
+def key_findings(views: dict[str, dict], predicted: pd.DataFrame, data_dir=None) -> list[str]:
+    """The findings box: 3-5 bullets from the rigs shown (the first rig with data; the bytes need no run)."""
+    by = predicted.set_index("format")
+    out = [f"**Four bits do not quarter the bytes:** a 4-bit step reads {sig(by.loc['int4', 'decode_gb'])} GB against "
+           f"fp16's {sig(by.loc['fp16', 'decode_gb'])} GB ({sig(by.loc['int4', 'decode_gb'] / by.loc['fp16', 'decode_gb'])}"
+           f" of it), since the {sig(by.loc['int4', 'head_gb'])} GB output head stays in 16 bits."]
+    for rig, view in views.items():
+        vs = view["variants"]
+        if "fp16" in vs and "int4" in vs and "fixed" in vs["fp16"] and "fixed" in vs["int4"]:
+            f16, f4 = vs["fp16"]["fixed"].value, vs["int4"]["fixed"].value
+            out.append(f"**{rig}: the fixed cost fell less than the bytes:** the batch-1 step went from {sig(f16)} ms "
+                       f"(fp16) to {sig(f4)} ms (int4), {sig(f4 / f16)} of it, for "
+                       f"{sig(vs['int4']['decode_gb'] / vs['fp16']['decode_gb'])} of the bytes.")
+        gaps = ceiling_gaps(view, repeat_spread(rig, data_dir))
+        g4 = next((g for g in gaps if g["format"] == "int4"), None)
+        if g4 and g4["within"] is not None:
+            out.append(f"**{rig}: int4's flood ceiling is {pct(g4['gap'])} against fp16's**, "
+                       + ("within" if g4["within"] else "outside")
+                       + f" the up to {sig(100 * g4['spread'], 2)}% by which repeats of one flood differ on this rig"
+                       + (": no difference these runs can tell." if g4["within"] else "."))
+        bends = {k: v.get("bend_ratio") for k, v in vs.items() if k in ("fp16", "int4")}
+        if all(known_number(b) for b in bends.values()) and len(bends) == 2:
+            out.append(f"**{rig}: 4-bit is not shown to turn compute-bound:** at batch {vs['int4']['bend_batch']} fp16's "
+                       f"step sits {sig(bends['fp16'])}x above its line and int4's {sig(bends['int4'])}x; "
+                       + (f"fp16's flood ran at {sig(vs['fp16']['ceiling_sm_mhz'], exact_whole=False)} MHz, "
+                          f"{sig(100 * vs['fp16']['ceiling_power_cap'], 2)}% of its samples at the software power cap."
+                          if known_number(vs["fp16"].get("ceiling_sm_mhz")) else ""))
+        lm = larger_model_text(view)
+        if lm:
+            agree = "Both estimators agree" in lm
+            r, x = vs[REFERENCE], vs["fp16"]
+            out.append(f"**{rig}: per sequence, the 9B against the 4B depends on the estimator**"
+                       if not agree else f"**{rig}: per sequence, {lm.split('Both estimators agree: ')[1][:-1]}**")
+            out[-1] += (f": {sig(x['slope'].value)} against {sig(r['slope'].value)} ms by ITL, "
+                        f"{sig(x['slope_other'].value)} against {sig(r['slope_other'].value)} ms by TPOT."
+                        if "slope_other" in x and "slope_other" in r else ".")
+        break  # one rig's numbers: the box stays short
+    return out[:5]
+
+
+def findings_markdown(bullets: list[str]) -> str:
+    return "\n".join(f"- {b}" for b in bullets) if bullets else "- No rig has measured this part yet."

@@ -152,8 +152,10 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
             v["ceiling_per_gpu"] = v["ceiling_tok_s"].map(lambda c, g=GPUS[cfg]: c / g)
         mine = st[st["config"] == cfg] if len(st) else st
         p05.apply_start(v, mine)
-        if len(mine) and not missing(mine.iloc[-1]["kv_cache_tokens"]):
-            v["kv_tokens"] = float(mine.sort_values("max_num_seqs").iloc[-1]["kv_cache_tokens"])
+        if len(mine):  # the row apply_start reads: the main server's start (the largest cap), tested and read alike
+            top = mine.sort_values("max_num_seqs").iloc[-1]
+            if not missing(top["kv_cache_tokens"]):
+                v["kv_tokens"] = float(top["kv_cache_tokens"])
         view["variants"][cfg] = v
     if "prices" in tables and len(pts):
         view["price"] = p05.rig_price(tables["prices"], pts)
@@ -284,8 +286,9 @@ def _dp_ceiling(v: dict) -> Judgement:
     return Judgement(p05.positive_prediction(c0.map(lambda c: 2 * c)), c1, f"2 x {num(c0.value)} tok/s = {num(2 * c0.value)} tok/s")
 
 
-WHY_TP = ("every layer ends in all-reduces across the two GPUs, whose latency does not shrink with the shard, and the "
-          "step's non-weight work (launches, sampling, the recurrent state) is not split")
+WHY_TP = ("every layer ends in all-reduces across the two GPUs, whose latency does not shrink with the shard, and part "
+          "of the step's non-weight work (kernel launches, sampling) is not split; the recurrent state is: vLLM shards "
+          "the Gated DeltaNet heads over the ranks as it shards the attention heads")
 WHY_POOL = ("each GPU also holds the all-reduce buffers and its own activation peak and CUDA graphs; a rig that fixes "
             "the pool in bytes per worker (the CPU rig) gives every configuration the same pool per worker")
 WHY_DP = ("two engines share the host's CPU (the API servers, tokenisation, scheduling) and vLLM's balancer; on a host "
@@ -312,8 +315,9 @@ CLAIMS = [
     Claim("tp-kv-tokens", "Splitting the KV heads doubles the tokens a byte of KV cache holds.",
           "2 x one GPU's KV tokens x (KV GiB per tensor-parallel GPU / one GPU's KV GiB), the logs, predicts the "
           "tensor-parallel pool's tokens", "tokens", _tp_tokens, (0.95, 1.05),
-          "a model with fewer KV heads than GPUs replicates them, and recurrent-state pages are split differently from "
-          "attention pages"),
+          "a model with fewer KV heads than GPUs replicates them; on a hybrid model the page holds a sequence's recurrent "
+          "state too (its Gated DeltaNet heads are split over the ranks as well), and vLLM sizes the attention page from "
+          "that state, so a change in either moves the tokens a page holds"),
     Claim("dp-single", "A replica serves one stream as the lone server does.",
           "one GPU's single-stream ITL predicts the replicas'", "ms", _dp_single, BAND, WHY_DP),
     Claim("dp-split", "Replicas split the batch: each runs half the sequences in flight.",
@@ -382,3 +386,81 @@ def closing_note(views: dict[str, dict], device: pd.DataFrame | None = None) -> 
         if items:
             out.append(f"**{rig}**: " + "; ".join(items) + "." + p05.device_minutes(device, NAME, rig))
     return "\n\n".join(out)
+
+
+# ----------------------------------------------------------------------------------------- what the page says
+TWO_GPU_RIG = "h200-x2"  # the rig this part was planned on (data/rigs): two H200s of one host
+
+
+def sharded_heads(model: str, data_dir=None, ranks: int = 2) -> dict:
+    """The heads tensor parallelism splits over `ranks` GPUs, from the model's config: attention's query and KV
+    heads and the Gated DeltaNet's key and value heads (vLLM shards both kinds across the ranks, so each GPU holds
+    that share of every sequence's KV cache and recurrent state)."""
+    import json
+
+    from ..modelkit import models_dir
+
+    config = json.loads((models_dir(data_dir) / model / "config.json").read_text())
+    t = config.get("text_config", config)
+    heads = {"attention_heads": t.get("num_attention_heads"), "kv_heads": t.get("num_key_value_heads"),
+             "gdn_key_heads": t.get("linear_num_key_heads"), "gdn_value_heads": t.get("linear_num_value_heads")}
+    return {**heads, **{f"{k}_per_gpu": (v / ranks if v else None) for k, v in heads.items()}, "ranks": ranks}
+
+
+def awaiting_note(views: dict[str, dict], data_dir=None) -> str:
+    """The page's first line where no shown rig has measured a two-GPU configuration: that it awaits a two-GPU
+    run, and why; '' once one has."""
+    if any(GPUS[c] == 2 for view in views.values() for c in view["variants"]):
+        return ""
+    from ..rig import load_profile
+
+    try:
+        load_profile(TWO_GPU_RIG, data_dir)
+        planned = (f" Its rig, `{TWO_GPU_RIG}` (two H200s of one host), is set up, but that machine was not lent to "
+                   f"the sessions that made this book's runs.")
+    except Exception:  # no such profile on this checkout: say only what is known
+        planned = ""
+    return ("**This part awaits a two-GPU run.** No rig shown has measured tensor parallelism or replicas yet, so "
+            "this page gives the predictions from the model's shapes and the plan; the measured figures and claims "
+            "fill in once a rig with two GPUs has run `make reproduce PART=6 RIG=<rig>`." + planned)
+
+
+def key_findings(views: dict[str, dict], predicted: pd.DataFrame, model: str, data_dir=None) -> list[str]:
+    """The findings box: 3-5 bullets from the rigs shown, or, where none has two GPUs, that the part awaits one and
+    what its shapes predict."""
+    sig = p05.sig
+    by = predicted.set_index("config")
+    h = sharded_heads(model, data_dir)
+    out = []
+    waiting = awaiting_note(views, data_dir)
+    if waiting:
+        out.append("**Awaits a two-GPU run:** no rig shown has measured two GPUs yet"
+                   + (f"; the two-H200 machine of rig `{TWO_GPU_RIG}` was not lent." if TWO_GPU_RIG in waiting else "."))
+    out.append(f"**What a GPU streams per decode step (from the shapes):** {sig(by.loc['tp1', 'gb_per_gpu'])} GB on "
+               f"one GPU and on each replica; {sig(by.loc['tp2', 'gb_per_gpu'])} GB on each GPU of a tensor-parallel "
+               f"pair.")
+    if h["kv_heads"] and h["gdn_value_heads"]:
+        out.append(f"**Tensor parallelism splits the state too:** vLLM shards the {sig(h['kv_heads'])} KV heads and the "
+                   f"{sig(h['gdn_value_heads'])} Gated DeltaNet value heads over the ranks ({sig(h['kv_heads_per_gpu'])}"
+                   f" and {sig(h['gdn_value_heads_per_gpu'])} per GPU), so each GPU holds half of every sequence's KV "
+                   f"cache and recurrent state; kernel launches and sampling are not split, and every layer adds all-reduces.")
+    for rig, view in views.items():
+        two = {c: v for c, v in view["variants"].items() if GPUS[c] == 2 and "ceiling_per_gpu" in v}
+        base = view["variants"].get(BASE)
+        if len(two) == 2:
+            best = max(two, key=lambda c: two[c]["ceiling_per_gpu"].value)
+            other = next(c for c in two if c != best)
+            out.append(f"**{rig}: {CONFIG_LABELS[best]} gives the most tokens per GPU:** "
+                       f"{sig(two[best]['ceiling_per_gpu'].value)} against {sig(two[other]['ceiling_per_gpu'].value)} "
+                       f"tok/s per GPU at the flood" + (f", {sig(base['ceiling_per_gpu'].value)} on one GPU"
+                                                        if base and "ceiling_per_gpu" in base else "") + ".")
+        if base and "tp2" in view["variants"] and "fixed" in base and "fixed" in view["variants"]["tp2"]:
+            f1, f2 = base["fixed"].value, view["variants"]["tp2"]["fixed"].value
+            out.append(f"**{rig}: tensor parallelism's batch-1 step is {sig(f2 / f1)} of one GPU's** ({sig(f2)} against "
+                       f"{sig(f1)} ms), where halving would give 0.5.")
+        break
+    return out[:5]
+
+
+def findings_markdown(bullets: list[str]) -> str:
+    return p05.findings_markdown(bullets)
