@@ -20,6 +20,10 @@ class BenchError(UserError):
     pass
 
 
+# `vllm bench serve`'s sampling parameters (its "sampling parameters" group; sent with every request)
+SAMPLING_FLAGS = ("top-k", "top-p", "min-p", "temperature")
+
+
 @dataclass(frozen=True)
 class Workload:
     input_len: int = 256
@@ -35,6 +39,9 @@ class PassSpec:
     max_concurrency: int | None = None
     seed: int = 0
     detailed: bool = True  # per-request arrays (--save-detailed)
+    # The client's sampling parameters, as (flag, value) pairs of `vllm bench serve` (("top-k", "0"), ("top-p", "1"));
+    # empty: the server's defaults (the checkpoint's generation config, unless the server was started without it)
+    sampling: tuple = ()
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -57,6 +64,10 @@ def bench_command(python: str, url: str, model: str, tokenizer: str, workload: W
            "--result-filename", result_name]
     if spec.max_concurrency:
         cmd += ["--max-concurrency", str(spec.max_concurrency)]
+    for flag, value in spec.sampling:
+        if flag not in SAMPLING_FLAGS:
+            raise UserError(f"unknown sampling flag {flag!r} for vllm bench serve; valid: {', '.join(SAMPLING_FLAGS)}")
+        cmd += [f"--{flag}", str(value)]
     if spec.detailed:
         cmd.append("--save-detailed")
     return cmd

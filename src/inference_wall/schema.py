@@ -6,6 +6,7 @@ published and measured rigs stack into one frame and every figure can colour by 
 from __future__ import annotations
 
 PARTS = {
+    0: "00-inside-a-step",  # the chapter before part 1: what a step is made of (not in the series)
     1: "01-hit-the-wall",
     2: "02-prefill-freeze",
     3: "03-batching-cliff",

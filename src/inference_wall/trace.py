@@ -154,3 +154,143 @@ def traced_injection(spec: InjectSpec, trace_dir: Path, decode_window_s: float):
     """A PassPlan.side factory for a traced injection (see sweep.PassPlan.side)."""
     return lambda url, model, point_dir, label: TracedInjection(spec, url, model, point_dir, label, trace_dir,
                                                                 decode_window_s)
+
+
+# ---------------------------------------------------------------------------------------------
+# A decode window: the profiler on for a fraction of a second once a closed-loop pass runs pure decode
+# ---------------------------------------------------------------------------------------------
+
+def kernel_table(trace: dict) -> dict[str, list[float]]:
+    """Every GPU kernel (or, without any, top-level CPU operator) of a trace: name -> [count, total ms]. Kept whole
+    in the point, so that a better family map needs no new run."""
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))]
+    kernels = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    chosen = kernels if kernels else _top_level([e for e in events if e.get("cat") == "cpu_op"])
+    out: dict[str, list[float]] = {}
+    for e in chosen:
+        entry = out.setdefault(e.get("name", ""), [0, 0.0])
+        entry[0] += 1
+        entry[1] += e["dur"] / 1000.0
+    return out
+
+
+def _metrics_now(url: str) -> dict | None:
+    from .logs import parse_metrics
+
+    try:
+        r = requests.get(url.rstrip("/") + "/metrics", timeout=5)
+        r.raise_for_status()
+    except requests.RequestException:
+        return None
+    m = parse_metrics(r.text)
+    return {"t": time.time(), "running": m.get("vllm:num_requests_running"),
+            "waiting": m.get("vllm:num_requests_waiting"), "prompt_tokens": m.get("vllm:prompt_tokens_total"),
+            "generation_tokens": m.get("vllm:generation_tokens_total"),
+            "steps": m.get("vllm:iteration_tokens_total_count")}
+
+
+class DecodeWindowTrace:
+    """A PassPlan side (see sweep.PassPlan.side) for a closed-loop pass of `batch` streams: once the server runs
+    `batch` requests, none waiting, and no prompt token was counted between two polls (pure decode), the torch
+    profiler is started for `window_s` and stopped; the engine's counters are read just before the start and just
+    after the stop. The point keeps `trace-summary.json`: per window the counters, each trace's families and its
+    whole kernel table (kernel_table), and the raw trace when small. A server without the profiler endpoints, or a
+    pass that never reaches pure decode, is recorded as such, not as a failure."""
+
+    def __init__(self, url: str, point_dir: Path, label: str, trace_dir: Path, batch: int, window_s: float,
+                 settle_timeout_s: float = 120.0, poll_s: float = 0.05):
+        self.url, self.point_dir, self.label = url.rstrip("/"), Path(point_dir), label
+        self.trace_dir, self.batch, self.window_s = Path(trace_dir), int(batch), float(window_s)
+        self.settle_timeout_s, self.poll_s = settle_timeout_s, poll_s
+        self.window: dict | None = None
+        self.unsupported: str | None = None
+        self.record: dict = {}
+        self._thread = None
+        self._stop = None
+
+    def _pure_decode(self, before: dict, now: dict) -> bool:
+        return (now["running"] is not None and now["running"] >= self.batch and not now["waiting"]
+                and now["prompt_tokens"] == before["prompt_tokens"] and now["t"] - before["t"] >= 0.1)
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + self.settle_timeout_s
+        before = _metrics_now(self.url)
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            time.sleep(self.poll_s)
+            now = _metrics_now(self.url)
+            if before is None or now is None:
+                before = now
+                continue
+            if self._pure_decode(before, now):
+                break
+            if now["prompt_tokens"] != before["prompt_tokens"] or now["t"] - before["t"] >= 0.5:
+                before = now
+        else:
+            self.unsupported = (f"the pass never ran {self.batch} requests in pure decode within "
+                                f"{self.settle_timeout_s:.0f} s")
+            return
+        if self._stop.is_set():
+            self.unsupported = "the pass ended before it ran pure decode"
+            return
+        files_before = set(self.trace_dir.glob("*")) if self.trace_dir.exists() else set()
+        start = _metrics_now(self.url)
+        try:
+            r = requests.post(self.url + "/start_profile", timeout=600)
+        except requests.RequestException as e:
+            self.unsupported = f"POST /start_profile failed: {e}"
+            return
+        if r.status_code != 200:
+            self.unsupported = f"POST /start_profile answered HTTP {r.status_code} (no profiler endpoint on this server?)"
+            return
+        started = _metrics_now(self.url)
+        time.sleep(self.window_s)
+        ended = _metrics_now(self.url)
+        t_stop = time.perf_counter()
+        try:
+            requests.post(self.url + "/stop_profile", timeout=600)
+        except requests.RequestException as e:
+            self.unsupported = f"POST /stop_profile failed: {e}"
+        stopped = _metrics_now(self.url)
+        self.window = {"batch": self.batch, "window_s": self.window_s, "before_start": start, "started": started,
+                       "ended": ended, "stopped": stopped, "stop_s": time.perf_counter() - t_stop,
+                       "files_before": sorted(p.name for p in files_before)}
+
+    def __enter__(self) -> "DecodeWindowTrace":
+        import threading
+
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="decode-trace", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=900)
+        summary = {"unsupported": self.unsupported, "windows": []}
+        if self.window is not None:
+            entry = dict(self.window)
+            before = set(entry.pop("files_before"))
+            time.sleep(0.5)  # the workers write their traces on stop
+            new = sorted(p for p in self.trace_dir.glob("*.pt.trace.json*") if p.name not in before)
+            entry["files"] = [p.name for p in new]
+            for src in new:
+                try:
+                    trace = read_trace(src)
+                except (OSError, EOFError, ValueError) as e:
+                    entry.setdefault("errors", []).append(f"{src.name}: {e}")
+                    continue
+                entry.setdefault("summaries", []).append({"file": src.name, **summarise(trace),
+                                                          "kernels": kernel_table(trace)})
+                if src.stat().st_size <= KEEP_RAW_BYTES:
+                    shutil.copy(src, self.point_dir / f"trace-decode-{src.name}")
+            summary["windows"].append(entry)
+            if not entry.get("summaries") and not self.unsupported:
+                summary["unsupported"] = "the profiler wrote no trace into " + str(self.trace_dir)
+        (self.point_dir / "trace-summary.json").write_text(json.dumps(summary, indent=1))
+        self.record = {"trace": "trace-summary.json", "trace_unsupported": summary["unsupported"]}
+
+
+def decode_window_trace(trace_dir: Path, batch: int, window_s: float):
+    """A PassPlan.side factory for DecodeWindowTrace."""
+    return lambda url, model, point_dir, label: DecodeWindowTrace(url, point_dir, label, trace_dir, batch, window_s)

@@ -11,9 +11,9 @@ from ..rig import capture, load_profile
 from ..server import vllm_python
 from ..store import REPO, part_name, rig_dir
 from ..sweep import SweepContext, SweepReport, run_sweep
-from . import p01, p02, p03, p04, p05, p06
+from . import p00, p01, p02, p03, p04, p05, p06
 
-MODULES = {p01.NAME: p01, p02.NAME: p02, p03.NAME: p03, p04.NAME: p04, p05.NAME: p05, p06.NAME: p06}
+MODULES = {p00.NAME: p00, p01.NAME: p01, p02.NAME: p02, p03.NAME: p03, p04.NAME: p04, p05.NAME: p05, p06.NAME: p06}
 SERVE_ARGS = ["--dtype", "float16"]  # the series served fp16; a rig profile may override (later flags win)
 # Logging only: a stats line every second (default 10 s), so a 30 s pass shows its running batch over time.
 SERVER_ENV = {"VLLM_LOG_STATS_INTERVAL": "1"}

@@ -1,0 +1,116 @@
+"""Part 1's sentences from synthetic data: no 'nan' where a pass had no interval of decode alone, a figure from a
+single stats interval said so, a rate pass above the flood line named (and whether it ran in the flood's session),
+and a goodput curve that rises with the rate explained from its request counts."""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pandas as pd
+
+from inference_wall.parts import p01
+
+
+def _mixed(rows):
+    cols = ["rig", "offered_rate_rps", "needed_gen_tok_s", "gen_with_prefill_tok_s", "gen_decode_only_tok_s",
+            "intervals", "decode_only_intervals", "running_median", "max_num_seqs"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+VIEWS = {"a": {"knee_rps": 30.0, "ceiling_rps": 60.0}, "b": {"knee_rps": 32.0, "ceiling_rps": 64.0}}
+
+
+def test_knee_words_say_in_words_where_no_interval_decoded_alone():
+    mixed = _mixed([("a", 30.0, 3840, 2500, 10000, 20, 1, 252, 256),
+                    ("b", 32.0, 4100, 2700, math.nan, 20, 0, 144, 256)])
+    said = p01.knee_words(VIEWS, mixed)
+    assert "nan" not in said.lower()
+    assert "no interval of the pass decoded alone" in said
+    assert "intervals of decode alone 10,000 (one interval)" in said
+
+
+def test_single_interval_figures_are_named():
+    mixed = _mixed([("a", 30.0, 3840, 2500, 10000, 20, 1, 252, 256),
+                    ("a", 45.0, 5000, 2600, 11000, 20, 5, 252, 256)])
+    note = p01.single_interval_note(mixed)
+    assert "a at 30.0 req/s (decode alone)" in note and "45" not in note
+    assert p01.single_interval_note(mixed.iloc[1:]) == ""
+
+
+def _pt(rate, session, cap=256):
+    return SimpleNamespace(params={"kind": "rate", "offered_rate_rps": rate},
+                           manifest={"session": {"id": session}, "max_num_seqs": cap})
+
+
+def test_a_rate_pass_above_the_flood_line_is_said_with_its_session():
+    rates = pd.DataFrame({"rig": "a", "source": "measured", "offered_rate_rps": [10.0, 100.0, math.inf],
+                          "completed_rps": [9.9, 65.7, 58.4]})
+    points = {"a": {"r10": _pt(10.0, "s1"), "r100": _pt(100.0, "s2"), "flood": _pt(math.inf, "s1")}}
+    said = p01.above_flood_words(rates, points)
+    assert "one rate pass completed more than the flood's 58.4 req/s" in said
+    assert "65.7 req/s at an offered 100 req/s" in said and "another server session" in said
+    points["a"]["r100"] = _pt(100.0, "s1")
+    assert "the flood's own server session" in p01.above_flood_words(rates, points)
+    assert p01.above_flood_words(rates.assign(completed_rps=[9.9, 50.0, 58.4]), points) == ""
+
+
+def test_goodput_words_name_a_share_that_rises_with_the_rate():
+    rates = [10.0, 40.0, 60.0, 90.0]
+    good = pd.DataFrame({"rig": "a", "offered_rate_rps": rates, "ttft_target_ms": 500, "tpot_target_ms": 50,
+                         "requests": [200, 800, 1169, 1169], "share_ok": [1.0, 0.0, 256 / 1169, 256 / 1169]})
+    points = {"a": {f"r{r:g}": _pt(r, "s") for r in rates}}
+    said = p01.goodput_words(good, 500, 50, points)
+    assert "rises from 0.0% at 40.0 req/s to 21.9% at 60.0 req/s" in said
+    assert "256 of 1,169" in said
+    falling = good.assign(share_ok=[1.0, 0.5, 0.2, 0.1])
+    assert p01.goodput_words(falling, 500, 50, points) == ""
+
+
+# --- the findings box and the post's take-aways, on the repository's data -------------------------------------
+
+import re
+
+from inference_wall import parts
+from inference_wall.schema import PUBLISHED_RIG
+
+
+def readable(text: str) -> bool:
+    """No nan/None/True/False and no decimal number with more than three significant digits."""
+    if re.search(r"\b(nan|NaN|None|True|False|inf)\b", text):
+        return False
+    for num in re.findall(r"\d[\d,]*\.\d+", text):
+        digits = num.replace(",", "").replace(".", "").lstrip("0")
+        if len(digits) > 3:
+            return False
+    return True
+
+
+def _views():
+    shown = parts.page_rigs(1)
+    tables = p01.page_tables(None, shown)
+    return {r: p01.rig_view(r, None, tables) for r in shown}
+
+
+def test_findings_box_gives_three_to_five_readable_bullets_with_the_correction():
+    views = _views()
+    found = p01.key_findings(views)
+    assert 3 <= len(found) <= 5 and all(readable(b) for b in found)
+    pub = views[PUBLISHED_RIG]
+    adm = getattr(pub["admission"], "value", pub["admission"])
+    assert any(f"admission limit for this workload, {adm:.0f} requests" in b for b in found)
+
+
+def test_takeaways_are_the_posts_four_each_with_what_the_data_say():
+    items = p01.takeaways(_views())
+    assert len(items) == 4
+    assert all(post and data and readable(data) for post, data in items)
+    assert "stopped its batch" in items[2][1]  # the A10G's batch hit the KV pool, not generation speed
+    md = p01.takeaways_markdown(items)
+    assert md.startswith("1. ") and md.count("**What the data say:**") == 4
+
+
+def test_batch_limit_names_what_stopped_the_flooded_batch():
+    assert p01.batch_limit({"running_flood": 145.0, "max_num_seqs": 256, "admission": 146}) == "the KV pool"
+    assert p01.batch_limit({"running_flood": 256.0, "max_num_seqs": 256, "admission": 1825}) == "max_num_seqs"
+    assert p01.batch_limit({"running_flood": 100.0, "max_num_seqs": 256, "admission": 1825}) == "neither"
+    assert p01.batch_limit({"max_num_seqs": 256}) is None
