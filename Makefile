@@ -22,7 +22,8 @@ help:
 	@echo "make setup                    create .venv (the book's and tests' pinned environment, requirements.lock)"
 	@echo "make book                     set up .venv if missing, build the site into _build/html (offline, replay mode;"
 	@echo "                              notebooks run in parallel, IW_BOOK_JOBS=1 for one at a time)"
-	@echo "make test                     the test suite: unit tests, a real vLLM CPU build end to end, browser tests of the site"
+	@echo "make test                     the test suite: unit tests, a real vLLM CPU build end to end, browser tests of the site;"
+	@echo "                              ends with its 15 slowest tests"
 	@echo "make test-fast                the pure-Python tests only (no book build, no vLLM, no browser)"
 	@echo "make reproduce PART=N RIG=NAME  run part N on this machine as rig NAME (papermill, run mode); ARGS='--budget-min 9'"
 	@echo "make bench                    print the book's rebuild (warm cache) and cold build times, each notebook's time,"
@@ -55,8 +56,9 @@ book: $(STAMP)
 	$(VENV_PY) scripts/build-book.py
 	@echo "site: _build/html/index.html"
 
+# --durations=15: pytest ends with its 15 slowest tests (where the suite's time goes)
 test: book vllm-cpu
-	$(VENV_PY) -m pytest -q
+	$(VENV_PY) -m pytest -q --durations=15
 
 # Without the book build or the vLLM runs: the pure-Python tests only.
 test-fast: $(STAMP)

@@ -58,3 +58,11 @@ def test_make_bench_passes_args_as_words_only(tmp_path):
     out = subprocess.run(["make", "-n", "bench", f"ARGS=--runs 3 $(touch {marker}); touch {marker}"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60).stdout
     assert "$IW_ARGS" in out and "touch" not in out and not marker.exists()
+
+
+def test_make_test_prints_its_slowest_tests():
+    """Issue 25: `make test` ends with pytest's slowest tests. Before, it ran `pytest -q` alone."""
+    out = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    pytest_lines = [line for line in out.splitlines() if "-m pytest" in line]
+    assert pytest_lines and all("--durations=15" in line for line in pytest_lines), out
+    assert "--durations=15" in (ROOT / "README.md").read_text()
