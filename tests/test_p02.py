@@ -461,3 +461,15 @@ def test_the_step_chart_draws_only_steps_the_iteration_log_timed():
     cpu = p02.injection_table(None, ["cpu-tiny"])
     if len(cpu) and p02.steps_timed(cpu).all():  # a synchronous rig's steps are drawn
         assert len(p02.timeline_table(None, "cpu-tiny"))
+
+
+def test_findings_box_places_the_posts_shrink_as_not_comparable():
+    facts = {"freeze_shrink_chunked": 2.4, "a10g_budget": 2048}
+    inj = pd.concat([_injections(1000, 1000, solo=1000, length=4096),
+                     _injections(9000, 1000, solo=9000, length=32768)], ignore_index=True)
+    views = {"r": p02.with_reference(p02.rig_view(inj, "r"), facts)}
+    found = p02.key_findings(_freezes(inj), views, facts)
+    assert 3 <= len(found) <= 5
+    assert any("cannot be placed" in b and "1.00x at 4,096 tokens to 9.00x at 32,768" in b for b in found)
+    assert any("1.00 at 4,096, 1.00 at 32,768" in b for b in found)
+    assert not any("nan" in b.lower() for b in found)
