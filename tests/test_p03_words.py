@@ -88,3 +88,54 @@ def test_no_small_model_no_words():
 def test_the_small_cliff_claim_does_not_blame_a_fixed_cost():
     (claim,) = [c for c in p03.CLAIMS if c.id == "small-cliff"]
     assert "gains less from sharing" not in claim.why
+
+
+# --- the findings box and the post's take-aways, on the repository's data -------------------------------------
+
+
+def _page_views():
+    from inference_wall import parts
+    from inference_wall.claims import evaluate
+    from inference_wall.parts import p01
+    from inference_wall.rig import load_profile
+    from inference_wall.schema import PUBLISHED_RIG
+
+    shown = parts.page_rigs(3)
+    facts = p03.reference_view()
+
+    def of(rig):
+        return rig if rig == PUBLISHED_RIG else (load_profile(rig).repeat_of or rig)
+
+    rigs1 = sorted({of(r) for r in shown})
+    t1 = p01.page_tables(None, rigs1)
+    v1 = {r: p01.rig_view(r, None, t1) for r in rigs1}
+    table = p03.sweep_table(None, shown)
+    spread = p03.run_to_run(table)
+    views = {r: p03.rig_view(table, r, v1[of(r)], facts, spread) for r in shown}
+    verdict = evaluate(p03.CLAIMS, views, facts).set_index(["claim", "rig"])["verdict"]
+    return views, facts, verdict
+
+
+def test_findings_box_gives_the_cliff_of_the_table_and_the_correction():
+    from test_p01_words import readable
+
+    views, facts, _ = _page_views()
+    found = p03.key_findings(views, facts)
+    assert 3 <= len(found) <= 5 and all(readable(b) for b in found)
+    table = p03.rig_table(views, {}).set_index("rig")
+    for rig, x in table["cliff_x"].items():  # the box's cliff is the table's
+        assert f"{rig} " in found[0] and f"{fmt_num(x)}x" in found[0]
+    assert any("admission limit" in b for b in found)
+
+
+def test_takeaways_mark_each_of_the_posts_four_with_the_data():
+    from test_p01_words import readable
+
+    views, facts, verdict = _page_views()
+    items = p03.takeaways(views, facts, verdict)
+    assert len(items) == 4 and all(readable(data) for _, data in items)
+    small = [v for r, v in views.items() if v.get("small_cliff_ratio")]
+    if small:
+        v = small[0]
+        word = "shallower, not steeper" if v["small_cliff_ratio"] < p03.cliff(v["sweep"], *v["small_caps"]) else "steeper"
+        assert word in items[2][1]

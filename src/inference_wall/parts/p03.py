@@ -502,3 +502,117 @@ CLAIMS = [
           "small model's added sequences cost it no less than the 4B's, its faster single stream leaves it the "
           "shallower cliff (which part of a step each sequence adds is not measured: a candidate, not a cause)"),
 ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The findings box and the post's take-aways, from the data
+# ---------------------------------------------------------------------------------------------
+
+
+def _val(x):
+    return getattr(x, "value", x)
+
+
+def _model_gain_pct(v: dict) -> float | None:
+    """The gain from cap 64 to cap 256 that part 1's step model predicts at the running batches those caps allow."""
+    fit = (v.get("part1") or {}).get("fit")
+    if not fit:
+        return None
+    b_lo, b_hi = _batch_at(v, float(MID_CAP)).value, _batch_at(v, float(REF_CAP)).value
+    return 100 * ((b_hi / (fit.intercept + fit.slope * b_hi)) / (b_lo / (fit.intercept + fit.slope * b_lo)) - 1)
+
+
+def _past_ceiling(views: dict[str, dict]) -> list[tuple[str, dict]]:
+    """Rigs whose top cap, past the series' 256, made less than their ceiling cap."""
+    return [(r, v) for r, v in views.items() if v.get("caps") and v["caps"][-1] > REF_CAP
+            and v.get("ceiling_cap") is not None and v["ceiling_cap"] < v["caps"][-1]]
+
+
+def key_findings(views: dict[str, dict], facts: dict) -> list[str]:
+    """The findings box of part 3: 3-5 sentences from the shown rigs' views."""
+    out = []
+    cliffs = [(r, v) for r, v in views.items() if v.get("cliff_ratio")]
+    if cliffs:
+        out.append("The cliff (the best cap's output over one request at a time): " + "; ".join(
+            f"{r} {fmt(_val(v['tok_s'][v['caps'][0]]))} to {fmt(v['ceiling_tok_s'])} tok/s, {fmt(v['cliff_ratio'])}x"
+            for r, v in cliffs) + ".")
+    pub = views.get(PUBLISHED_RIG, {})
+    adm = (pub.get("part1") or {}).get("admission")
+    if adm is not None and facts.get("running_batch_plateau"):
+        out.append(f"The post's plateau batch of about {facts['running_batch_plateau']:g} on the A10G is its KV pool's "
+                   f"admission limit for this workload, {fmt(_val(adm))} requests (part 1 counts the pages), not a "
+                   "batch the traffic chose.")
+    model = _model_gain_pct(pub)
+    if pub.get("gain_64_to_256_pct") is not None and model is not None:
+        out.append(f"From cap {MID_CAP} to cap {REF_CAP} the A10G gained {fmt(pub['gain_64_to_256_pct'])}% where "
+                   f"part 1's step model (the weight stream shared, a cost per sequence) predicts {fmt(model)}%: "
+                   "the flat top is not that model's per-sequence term alone.")
+    past = _past_ceiling(views)
+    if past:
+        out.append("Past the batch that fills a step, a larger cap cost throughput: " + "; ".join(
+            f"{r}'s cap {v['caps'][-1]:,.0f} completed {fmt(v['top_rps'])} req/s against {fmt(v['ceiling_rps'])} at "
+            f"cap {v['ceiling_cap']:,.0f} ({100 * (v['top_rps'] / v['ceiling_rps'] - 1):+.0f}%)" for r, v in past) + ".")
+    small = [(r, v) for r, v in views.items() if r != PUBLISHED_RIG and v.get("small_cliff_ratio")]
+    for r, v in small:
+        lo, hi = v["small_caps"]
+        s_add, m_add = added_sequence_ms(v["small"], MID_CAP, REF_CAP), added_sequence_ms(v["sweep"], MID_CAP, REF_CAP)
+        per = (f"; from cap {MID_CAP} to {REF_CAP} each added sequence cost it {fmt(s_add['ms_per_seq'] / m_add['ms_per_seq'])}x "
+               "what it cost the 4B, and why is not yet measured" if s_add and m_add and m_add["ms_per_seq"] > 0 else "")
+        out.append(f"The post found a 0.5B model's cliff steeper ({facts.get('small_model_batching_lift', math.nan):g}x "
+                   f"against {facts.get('batching_lift', math.nan):g}x). On {r} it was {fmt(v['small_cliff_ratio'])}x against "
+                   f"the 4B's {fmt(cliff(v['sweep'], lo, hi))}x over caps {lo:g} to {hi:g}{per}.")
+    return out[:5]
+
+
+def takeaways(views: dict[str, dict], facts: dict, verdicts: pd.Series | None = None) -> list[tuple[str, str]]:
+    """The post's own 'what to take away' list, in our words, each with what the shown rigs' data say. `verdicts`:
+    the claims' verdicts indexed by (claim, rig)."""
+    def said(claim: str) -> str:
+        if verdicts is None:
+            return ""
+        from ..claims import NOT_MEASURED
+
+        got = [f"{r}: {verdicts[(claim, r)]}" for r in views
+               if (claim, r) in verdicts.index and verdicts[(claim, r)] != NOT_MEASURED]
+        return f" (claim {claim}: {'; '.join(got)})" if got else ""
+
+    cliffs = [(r, v) for r, v in views.items() if v.get("cliff_ratio")]
+    out = [(f"Batching is what keeps a GPU busy: one request at a time against a full batch is about "
+            f"{facts.get('batching_lift', math.nan):g}x on the A10G, from sharing each weight read.",
+            "The cliff over the best cap: " + "; ".join(f"{r} {fmt(v['cliff_ratio'])}x" for r, v in cliffs) + "."
+            if cliffs else "Not measured on the rigs shown.")]
+    past = _past_ceiling(views)
+    pub = views.get(PUBLISHED_RIG, {})
+    model = _model_gain_pct(pub)
+    flat = (f"On the A10G the climb from cap {MID_CAP} to {REF_CAP} was {fmt(pub['gain_64_to_256_pct'])}%, where part "
+            f"1's step model predicts {fmt(model)}%{said('plateau-gain')}. "
+            if pub.get("gain_64_to_256_pct") is not None and model is not None else "")
+    more = ("; ".join(f"{r}'s cap {v['caps'][-1]:,.0f} made {100 * (1 - v['top_rps'] / v['ceiling_rps']):.0f}% less than "
+                      f"its cap {v['ceiling_cap']:,.0f}" for r, v in past) + ": past the batch that fills a step, a "
+            "larger cap bought less, not nothing." if past else "")
+    out.append(("The win has a ceiling: throughput climbs to a batch of about 64 and then flattens, because per-sequence "
+                "work, not the shared weight read, fills each step; a max_num_seqs past the batch that fills it buys "
+                "nothing.", (flat + more) or "Not measured on the rigs shown."))
+    small = [(r, v) for r, v in views.items() if r != PUBLISHED_RIG and v.get("small_cliff_ratio")]
+    out.append((f"Bigger models get less from batching: the 0.5B's cliff was about "
+                f"{facts.get('small_model_batching_lift', math.nan):g}x, the 4B's about "
+                f"{facts.get('batching_lift', math.nan):g}x.",
+                "; ".join(f"On {r} the 0.5B's cliff was {fmt(v['small_cliff_ratio'])}x against the 4B's "
+                          f"{fmt(cliff(v['sweep'], *v['small_caps']))}x over the same caps: "
+                          + ("shallower, not steeper" if v["small_cliff_ratio"] < cliff(v["sweep"], *v["small_caps"])
+                             else "steeper, as the post found")
+                          for r, v in small) + f"{said('small-cliff')}." if small else
+                "Only the post's own figures are shown; no rig shown ran the small model."))
+    rows = []
+    for r, v in views.items():
+        s = v["sweep"].set_index("max_num_seqs")
+        lo = v["caps"][0] if v.get("caps") else None
+        if lo is None or REF_CAP not in s.index:
+            continue
+        rows.append(f"{r} median ITL {fmt(s.loc[lo, 'itl_p50_ms'])} ms at cap {lo:g} to {fmt(s.loc[REF_CAP, 'itl_p50_ms'])} "
+                    f"ms at cap {REF_CAP} (p99 {fmt(s.loc[REF_CAP, 'itl_p99_ms'])} ms), median TTFT at cap {lo:g} "
+                    f"{fmt(s.loc[lo, 'ttft_p50_ms'] / 1000)} s")
+    out.append(("Batching costs smoothness, and without it fairness collapses: a stream's gaps grow with the batch, and "
+                "one request at a time queues everyone behind it.", "; ".join(rows) + "." if rows else
+                "Not measured on the rigs shown."))
+    return out
