@@ -282,10 +282,7 @@ BLOCKS = "p, li, dt, dd, caption, h1, h2, h3, h4, h5, h6, figcaption, .admonitio
 EMBED = re.compile(r"\}\)\((\{.*\})\s*,\s*\{\"actions\"", re.S)
 
 # Pages whose words come from code owned elsewhere: reported to the lead, xfailed by name only (remove when fixed).
-KNOWN_PAGES: dict[str, str] = {
-    "book/rigs": "serversetup.setup_table joins a setting's values with str() ('False, True' in the server-setup "
-                 "table); issue 24",
-}
+KNOWN_PAGES: dict[str, str] = {}
 
 
 def page_soup(doc: str) -> BeautifulSoup:

@@ -62,6 +62,23 @@ def _non_default_args(message: str) -> dict:
         return dict(re.findall(r"'(\w+)': ('[^']*'|[^,}]+)", text))
 
 
+def _yes_no(value):
+    """A switch as a reader says it: the log's True/False (or a bool) as yes/no; anything else as it is."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return {"True": "yes", "False": "no"}.get(value, value) if isinstance(value, str) else value
+
+
+def _flag(key: str, value) -> str:
+    """A non-default arg as a reader meets it: a switch as the flag that set it (`--no-async-scheduling`),
+    anything else as key=value."""
+    if value is True or value == "True":
+        return "--" + key.replace("_", "-")
+    if value is False or value == "False":
+        return "--no-" + key.replace("_", "-")
+    return f"{key}={value}"
+
+
 def setup_from_log(text: str, path: str | Path | None = None) -> dict:
     """The server's setup as its startup log states it; a field the log does not state is absent."""
     out: dict = {}
@@ -81,8 +98,8 @@ def setup_from_log(text: str, path: str | Path | None = None) -> dict:
                                                               _config_value(cfg, "load_format"))
             if (v := _config_value(cfg, "max_seq_len")) is not None:
                 out["max_model_len"] = int(v)
-            out["chunked_prefill"] = _config_value(cfg, "enable_chunked_prefill")
-            out["prefix_caching"] = _config_value(cfg, "enable_prefix_caching")
+            out["chunked_prefill"] = _yes_no(_config_value(cfg, "enable_chunked_prefill"))
+            out["prefix_caching"] = _yes_no(_config_value(cfg, "enable_prefix_caching"))
             eager = _config_value(cfg, "enforce_eager") == "True"
             mode = _config_value(cfg, "'mode'") or _config_value(cfg, "mode")
             graphs = _config_value(cfg, "'cudagraph_mode'") or _config_value(cfg, "cudagraph_mode")
@@ -104,7 +121,7 @@ def setup_from_log(text: str, path: str | Path | None = None) -> dict:
     if "gpu_memory_utilization" not in out and "gpu_memory_utilization" in args:
         out["gpu_memory_utilization"] = float(args["gpu_memory_utilization"])
     extra = {k: v for k, v in args.items() if k not in _ROUTINE_ARGS}
-    out["extra_flags"] = ", ".join(f"{k}={v}" for k, v in sorted(extra.items())) or "none"
+    out["extra_flags"] = ", ".join(_flag(k, v) for k, v in sorted(extra.items())) or "none"
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -113,7 +130,7 @@ def _joined(values) -> str:
     for v in values:
         if v not in seen:
             seen.append(v)
-    return ", ".join(str(v) for v in seen)
+    return ", ".join(str(_yes_no(v)) for v in seen)
 
 
 def setup_table(data_dir: Path | None = None) -> pd.DataFrame:
