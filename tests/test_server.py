@@ -138,3 +138,58 @@ def test_a_vllm_api_key_of_the_callers_environment_never_reaches_the_server(monk
     assert api_keys(["--api-key", "a-key", "--api-key=b-key"], {"VLLM_API_KEY": "c"}) == ["a-key", "b-key"]
     assert api_keys(["--enforce-eager"], {"VLLM_API_KEY": "c-key"}) == ["c-key"]
     assert api_keys([], {}) == []
+
+
+def test_a_killed_runs_server_group_and_session_folder_are_reaped_by_the_next_plan(tmp_path):
+    """SIGKILL of a run: the server's main process dies with it (PR_SET_PDEATHSIG), but a child in its group (as
+    vLLM's EngineCore is) keeps running, and the session's temporary folder stays. The next command (`plan`
+    here) stops the group and removes the folder at once, saying what it stopped. Before, only the next server
+    start reaped, and no command removed the folder."""
+    from inference_wall.server import OWNER_NOTE, group_alive
+
+    state, tmp = tmp_path / "state", tmp_path / "tmp"
+    tmp.mkdir()
+    engine_core = tmp_path / "python-with-an-engine-core"  # the server's interpreter: starts a child in its group
+    engine_core.write_text(f"#!/bin/bash\nsleep 300 &\nexec {sys.executable} \"$@\"\n")
+    engine_core.chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{fake_vllm.install(tmp_path / 'fake')}",
+           "INFERENCE_WALL_STATE": str(state), "TMPDIR": str(tmp)}
+    code = textwrap.dedent(f"""
+        import time
+        from inference_wall.server import ServerSpec, VllmServer, session_dir
+        folder = session_dir("0123456789ab")
+        server = VllmServer(ServerSpec(model="m", python={str(engine_core)!r}, startup_timeout_s=60),
+                            folder / "server.log").start()
+        print(server.proc.pid, folder, flush=True)
+        time.sleep(300)
+    """)
+    run = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    pgid, folder = run.stdout.readline().split()
+    pgid, folder = int(pgid), Path(folder)
+    live = tmp / "iw-live-session"  # a live command's session folder: never touched
+    live.mkdir()
+    (live / OWNER_NOTE).write_text(json.dumps({"pid": os.getpid(), "process_started": psutil.Process().create_time()}))
+    try:
+        run.send_signal(signal.SIGKILL)
+        run.wait(10)
+        assert folder.name.startswith("iw-0123456789ab-") and folder.is_dir()
+        assert group_alive(pgid), "the server's child outlived the killed run (what the reaper is for)"
+        res = subprocess.run([sys.executable, "-m", "inference_wall", "plan", "--part", "3", "--rig", "cpu-tiny"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        notes = [line for line in res.stderr.splitlines() if line.startswith("note: ")]
+        assert len(notes) == 2, res.stderr
+        assert f"stopped a vLLM server a killed run left running: process group {pgid} " in notes[0]
+        assert "(vllm serve m on port " in notes[0] and f"pid {run.pid}, is gone" in notes[0]
+        assert notes[1] == f"note: removed {folder}, the temporary folder of a server session whose run was killed"
+        assert not group_alive(pgid) and not folder.exists() and live.is_dir()
+        assert list((state / "servers").glob("*.json")) == []
+        again = subprocess.run([sys.executable, "-m", "inference_wall", "plan", "--part", "3", "--rig", "cpu-tiny"],
+                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert "note: " not in again.stderr  # nothing left to say
+    finally:
+        run.kill()
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -127,7 +128,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args) -> int:
+    from .server import reap_left_behind
     from .store import check_run_rig, part_name
+
+    for said in reap_left_behind():  # a killed run's servers and session folders, stopped before anything else
+        print(f"note: {said}", file=sys.stderr)
 
     if args.command == "check-args":
         from . import gpuenv
@@ -329,14 +334,95 @@ def _reproduce(args) -> int:
               "model_source": args.model_source, "points": args.points, "budget_min": args.budget_min,
               "vllm_python": args.python, "overrides": _overrides(args.set)}
     nb = _load_notebook(notebook)
-    try:
-        papermill.execute_notebook(nb, str(out), parameters=params, cwd=str(notebook.parent), kernel_name="python3",
-                                   progress_bar=False, log_output=True, stdout_file=sys.stdout, stderr_file=sys.stderr)
-    except papermill.PapermillExecutionError as e:
-        raise UserError(f"notebook {notebook.name} failed in run mode: {e.ename}: {e.evalue.splitlines()[0] if e.evalue else ''} "
-                        f"(executed notebook: {out})")
+    with _KernelSignals() as signals:
+        try:
+            signals.run(lambda: papermill.execute_notebook(
+                nb, str(out), parameters=params, cwd=str(notebook.parent), kernel_name="python3", progress_bar=False,
+                log_output=True, stdout_file=sys.stdout, stderr_file=sys.stderr))
+        except papermill.PapermillExecutionError as e:
+            if signals.received is None or e.ename != "KeyboardInterrupt":
+                raise UserError(f"notebook {notebook.name} failed in run mode: {e.ename}: "
+                                f"{e.evalue.splitlines()[0] if e.evalue else ''} (executed notebook: {out})")
+    if signals.received is not None:
+        name = signal.Signals(signals.received).name
+        print(f"interrupted by {name}: the servers are stopped, the point in flight is recorded as interrupted and "
+              f"complete points are kept; rerun the same command to resume", file=sys.stderr)
+        return 128 + signals.received
     print(f"executed notebook: {out}")
     return _left_over(args)
+
+
+class _KernelSignals:
+    """SIGINT, SIGTERM and SIGHUP of `reproduce`, passed on to the notebook's kernel as the interrupt it
+    understands. The kernel runs in a session of its own (jupyter's launcher), so a signal to this command,
+    or to its process group, never reaches it; and nbclient's own handler, which shuts the kernel down with a
+    SIGKILL after 5 s, would cut the sweep's cleanup short. So papermill runs in a worker thread (where
+    nbclient sets no handler), and this thread, on a signal, writes the stop file the kernel's sweep checks
+    (server.STOP_ENV) and sends the kernel SIGINT: the sweep records the point in flight as interrupted and
+    stops its servers' process groups, the cell fails with KeyboardInterrupt, papermill stops. A second
+    signal is passed on too (the sweep then kills its servers at once)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __enter__(self):
+        import tempfile
+
+        from .server import STOP_ENV
+
+        self.received: int | None = None
+        self._stop = Path(tempfile.gettempdir()) / f"inference-wall-stop-{os.getpid()}"
+        self._stop.unlink(missing_ok=True)
+        self._env_before = os.environ.get(STOP_ENV)
+        os.environ[STOP_ENV] = str(self._stop)  # the kernel, started later, inherits it
+        self._old = {sig: signal.signal(sig, self._on_signal) for sig in self.SIGNALS}
+        return self
+
+    def _on_signal(self, signum, frame):
+        if self.received is None:
+            self.received = signum
+        self._stop.touch()
+        self._interrupt_kernels()
+
+    @staticmethod
+    def _interrupt_kernels() -> None:
+        import psutil
+
+        for child in psutil.Process().children():
+            try:
+                if any("ipykernel" in part for part in child.cmdline()):
+                    child.send_signal(signal.SIGINT)
+            except psutil.Error:
+                continue
+
+    def run(self, work):
+        import threading
+
+        outcome: dict = {}
+
+        def target():
+            try:
+                outcome["value"] = work()
+            except BaseException as e:  # noqa: BLE001 - handed to the main thread below
+                outcome["error"] = e
+
+        worker = threading.Thread(target=target, name="papermill", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.5)  # wakes for signals, whose handler runs in this thread
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("value")
+
+    def __exit__(self, *exc):
+        from .server import STOP_ENV
+
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        if self._env_before is None:
+            os.environ.pop(STOP_ENV, None)
+        else:
+            os.environ[STOP_ENV] = self._env_before
+        self._stop.unlink(missing_ok=True)
 
 
 def _left_over(args) -> int:

@@ -8,12 +8,15 @@ the GPU memory and would answer the next client).
 from __future__ import annotations
 
 import ctypes
+import datetime as dt
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,9 +190,30 @@ def still_the_recorded_server(record: dict) -> bool:
     return bool(members) and min(members) >= started - 1.0
 
 
-def reap_orphans() -> list[int]:
-    """Stop servers that an earlier, killed command left running (their groups are in the registry), after
-    checking that each group is still the vLLM server recorded; entries that are not are only removed."""
+def _owner_alive(pid: int | None, started: float | None) -> bool:
+    """Whether the process that wrote a record still runs: its pid, and its start time where recorded (a
+    reused pid has another)."""
+    if not pid or not _pid_alive(pid):
+        return False
+    if started is None:
+        return True
+    try:
+        return abs(psutil.Process(pid).create_time() - started) < 1.0
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True
+
+
+def _this_process() -> dict:
+    try:
+        started = psutil.Process().create_time()
+    except psutil.Error:
+        started = None
+    return {"pid": os.getpid(), "process_started": started}
+
+
+def _reap_servers() -> list[dict]:
     stopped = []
     if not REGISTRY.is_dir():
         return stopped
@@ -200,13 +224,73 @@ def reap_orphans() -> list[int]:
         except (ValueError, KeyError, OSError):
             entry.unlink(missing_ok=True)
             continue
-        if owner and owner != os.getpid() and _pid_alive(owner):
+        if owner and owner != os.getpid() and _owner_alive(owner, record.get("owner_started")):
             continue  # another live command's server: not an orphan
         if group_alive(pgid) and still_the_recorded_server(record):
             kill_group(pgid, grace_s=10)
-            stopped.append(pgid)
+            stopped.append(record)
         entry.unlink(missing_ok=True)
     return stopped
+
+
+def reap_orphans() -> list[int]:
+    """Stop servers that an earlier, killed command left running (their groups are in the registry), after
+    checking that each group is still the vLLM server recorded; entries that are not are only removed."""
+    return [record["pgid"] for record in _reap_servers()]
+
+
+# A server session's temporary folder (`iw-<session>-*` under the temp dir: the server's log while it runs,
+# the bench fork server's log) carries a note of the process that made it; the session removes it on every
+# exit it lives through, and the next command removes one whose maker is gone (killed with SIGKILL).
+OWNER_NOTE = ".iw-owner.json"
+
+
+def session_dir(session_id: str) -> Path:
+    """A fresh temporary folder `iw-<session_id>-*` with a note naming this process as its owner."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"iw-{session_id}-"))
+    (tmp / OWNER_NOTE).write_text(json.dumps(_this_process()))
+    return tmp
+
+
+def reap_session_dirs() -> list[Path]:
+    """Remove the session folders whose owner no longer runs; folders without a note are never touched."""
+    removed = []
+    for note in sorted(Path(tempfile.gettempdir()).glob(f"iw-*/{OWNER_NOTE}")):
+        try:
+            owner = json.loads(note.read_text())
+        except (OSError, ValueError):
+            continue
+        if not _owner_alive(owner.get("pid"), owner.get("process_started")):
+            shutil.rmtree(note.parent, ignore_errors=True)
+            removed.append(note.parent)
+    return removed
+
+
+def reap_left_behind() -> list[str]:
+    """What the first thing every run-side command does (`plan`, `sweep`, `reproduce`, make's `check-args`):
+    stop the servers and remove the session folders a killed run left behind; one sentence for each."""
+    said = []
+    for record in _reap_servers():
+        cmd = [str(c) for c in record.get("cmd") or []]
+        model = cmd[cmd.index("serve") + 1] if "serve" in cmd[:-1] else "?"
+        since = dt.datetime.fromtimestamp(record.get("started") or record.get("create_time") or 0).strftime("%Y-%m-%d %H:%M:%S")
+        said.append(f"stopped a vLLM server a killed run left running: process group {record['pgid']} "
+                    f"(vllm serve {model} on port {record.get('port', '?')}, started {since}; its run, pid "
+                    f"{record.get('owner_pid', '?')}, is gone)")
+    for folder in reap_session_dirs():
+        said.append(f"removed {folder}, the temporary folder of a server session whose run was killed")
+    return said
+
+
+# A stop the command asked for (a signal to `reproduce`, forwarded to the notebook's kernel): the kernel
+# inherits the variable; the sweep checks the file between points and sessions, so a signal that reaches
+# the kernel while it is between cells (and ignores SIGINT) still stops the run before another server starts.
+STOP_ENV = "IW_STOP_FILE"
+
+
+def stop_requested() -> bool:
+    path = os.environ.get(STOP_ENV)
+    return bool(path) and Path(path).exists()
 
 
 def tail(path: Path, lines: int = 15) -> str:
@@ -276,7 +360,8 @@ class VllmServer:
                 create_time = None
             self._registry_file.write_text(json.dumps({
                 "pgid": self.proc.pid, "port": self.port, "cmd": [str(c) for c in cmd], "create_time": create_time,
-                "owner_pid": os.getpid(), "started": self.started_at}))
+                "owner_pid": os.getpid(), "owner_started": _this_process()["process_started"],
+                "started": self.started_at}))
             self._wait_healthy()
         except BaseException:
             self.stop()

@@ -18,7 +18,6 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import time
 import traceback
 import uuid
@@ -36,7 +35,7 @@ from .poller import artefact_name, polling
 from .record import new_manifest
 from .redact import redact_argv, redact_record, redact_server_info, scrub_files, secret_values
 from .rig import RigProfile
-from .server import ServerSpec, TerminateAsInterrupt, VllmServer, api_keys
+from .server import ServerSpec, TerminateAsInterrupt, VllmServer, api_keys, session_dir, stop_requested
 from .store import (artefact_records, check_run_rig, compress_large, fresh_point_dir, is_complete, read_manifest,
                     request_throughput, write_json_atomic)
 
@@ -167,6 +166,8 @@ def _run_sweep_locked(plans: list[PointPlan], names: list[str], ctx: SweepContex
     bar = _progress(len(plans), len(plans) - len(todo), ctx.progress)
 
     def fits(extra_s: float) -> bool:
+        if stop_requested():  # the command was signalled (see server.STOP_ENV): no further point or server
+            raise KeyboardInterrupt("the command was asked to stop")
         if ctx.budget_s is None:
             return True
         estimate = max(durations) if durations else POINT_ESTIMATE_S
@@ -198,7 +199,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
     preset = first.preset or ctx.rig.model_preset
     model = ctx.models[preset]
     session_id = uuid.uuid4().hex[:12]
-    tmp = Path(tempfile.mkdtemp(prefix=f"iw-{session_id}-"))
+    tmp = session_dir(session_id)  # removed in the `finally` below, or by the next command if this one is killed
     log_path = tmp / "server.log"
     # later flags win: the part's defaults, then the rig's deviations
     args = [*model_serve_args(model), "--max-num-seqs", str(first.max_num_seqs), *ctx.serve_args, *ctx.rig.serve_args,
@@ -208,13 +209,18 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
     server = VllmServer(spec, log_path)
     client = client_env(spec, ctx.rig.env)
     bar.set_postfix_str(f"starting server for {first.name}")
-    # the bench client's imports (15-30 s) overlap the server's start, and are paid once per session
-    forks = BenchForkServer(ctx.python, client, tmp / "bench-fork.log") if BenchForkServer.enabled() else None
-    runner = "fork" if forks else "process"
-    t_start = time.monotonic()
+    forks = None
     try:
+        # the bench client's imports (15-30 s) overlap the server's start, and are paid once per session
+        forks = BenchForkServer(ctx.python, client, tmp / "bench-fork.log") if BenchForkServer.enabled() else None
+        runner = "fork" if forks else "process"
+        t_start = time.monotonic()
         try:
             server.start()
+        except KeyboardInterrupt as e:  # stopped while the server started: the point it was for says so
+            _record_failure(ctx.rig_dir / first.name, first, ctx, model, log_path, 0, None, [], e, "interrupted",
+                            session_id)
+            raise
         except UserError as e:
             _record_failure(ctx.rig_dir / first.name, first, ctx, model, log_path, 0, None, [], e, "failed", session_id)
             report.failed.append(first.name)
