@@ -4,7 +4,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -266,3 +268,44 @@ def test_plan_never_prints_a_secret_of_the_profile(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "--api-key <redacted> --enforce-eager" in out
     assert token not in out and key not in out
+
+
+_KERNEL_RUN = """
+import os, sys, nbformat, papermill
+from inference_wall.cli import _KernelSignals
+nb = nbformat.v4.new_notebook()
+nb.cells = [nbformat.v4.new_code_cell("import os, time\\nprint('stop file', bool(os.environ.get('IW_STOP_FILE')))"),
+            nbformat.v4.new_code_cell(
+                "try:\\n    open(%(started)r, 'w').close()\\n    time.sleep(120)\\n"
+                "except KeyboardInterrupt:\\n    time.sleep(7)\\n    open(%(cleaned)r, 'w').close()\\n    raise"),
+            nbformat.v4.new_code_cell("open(%(after)r, 'w').close()")]
+with _KernelSignals() as signals:
+    try:
+        signals.run(lambda: papermill.execute_notebook(nb, %(out)r, kernel_name="python3", progress_bar=False))
+    except papermill.PapermillExecutionError as e:
+        print("cell failed with", e.ename)
+print("received", signals.received)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGHUP", "SIGTERM"])
+def test_a_signal_to_reproduce_reaches_the_kernel_and_waits_for_its_cleanup(tmp_path, sig):
+    """The kernel runs in a session of its own: before, SIGHUP killed the CLI and left the kernel's cell (the
+    sweep) running, and SIGTERM made nbclient SIGKILL the kernel 5 s into its cleanup. Now the kernel gets an
+    interrupt, its cleanup (7 s here, as a server's stop may take) runs to its end, and no later cell runs."""
+    files = {name: str(tmp_path / name) for name in ("started", "cleaned", "after", "out")}
+    proc = subprocess.Popen([sys.executable, "-c", _KERNEL_RUN % files], cwd=tmp_path, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(240):
+            if Path(files["started"]).exists() or proc.poll() is not None:
+                break
+            time.sleep(0.5)
+        assert Path(files["started"]).exists(), proc.communicate(timeout=30)
+        proc.send_signal(getattr(signal, sig))
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "cell failed with KeyboardInterrupt" in out and f"received {int(getattr(signal, sig))}" in out, out
+    assert Path(files["cleaned"]).exists() and not Path(files["after"]).exists()
