@@ -52,6 +52,7 @@ def test_sigterm_of_make_reproduce_stops_every_server_process_and_records_the_in
                                  f"ARGS=--data-dir {data} --python {VLLM_PY} --set caps=[2] --output {tmp_path / 'out.ipynb'}"],
                                 cwd=ROOT, env=env, stdout=stdout, stderr=stderr)
     point = store.rig_dir(3, "cpu-tiny", data) / "mns-002"
+    family: list[psutil.Process] = []
     try:
         try:
             _wait_for(lambda: (point / "bench.log").exists(), 480, "the first pass (server up)", make)
@@ -59,7 +60,7 @@ def test_sigterm_of_make_reproduce_stops_every_server_process_and_records_the_in
             raise AssertionError(f"{e}: {err.read_text()[-3000:]}") from None
         (entry,) = (state / "servers").glob("*.json")
         pgid = json.loads(entry.read_text())["pgid"]
-        family = psutil.Process(make.pid).children(recursive=True)  # the CLI, the kernel, the server and its engine
+        family += psutil.Process(make.pid).children(recursive=True)  # the CLI, the kernel, the server and its engine
         assert any("vllm" in " ".join(p.cmdline()) for p in family if p.is_running())
         assert list(tmp.glob("iw-*"))  # the session's temporary folder, while it runs
         make.send_signal(signal.SIGTERM)  # make passes SIGTERM to the CLI, which passes it on to the kernel
@@ -72,8 +73,11 @@ def test_sigterm_of_make_reproduce_stops_every_server_process_and_records_the_in
         gone, alive = psutil.wait_procs([p for p in family if p.is_running()], timeout=10)
         assert not alive, [p.cmdline() for p in alive]
         assert list((state / "servers").glob("*.json")) == [] and list(tmp.glob("iw-*")) == []
-    finally:
+    finally:  # a failed run leaves nothing behind either: what it started, orphans included, is killed
         if make.poll() is None:
             make.kill()
-        for p in psutil.Process().children(recursive=True):
-            p.kill()
+        for p in [*family, *psutil.Process().children(recursive=True)]:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
