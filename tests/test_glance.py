@@ -1,0 +1,155 @@
+"""The series at a glance (inference_wall.glance, book/glance.md): the verdict matrix and the per-GPU chart."""
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from inference_wall import glance
+from inference_wall.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED
+from inference_wall.parts import p01, p02, p03, p04, p05, p06
+
+
+# ------------------------------------------------------------------------------------------ the matrix
+@pytest.fixture(scope="module")
+def committed():
+    """The matrix over the committed data/runs, as the page builds it."""
+    rows, ids = glance.claim_rows()
+    rigs = glance.shown_rigs(rows)
+    return rows, ids, rigs, glance.matrix(rows, ids, rigs)
+
+
+def test_matrix_has_one_row_per_claim_of_each_part(committed):
+    rows, ids, rigs, m = committed
+    expected = {1: [c.id for c in p01.CLAIMS], 3: [c.id for c in p03.CLAIMS], 4: [c.id for c in p04.CLAIMS],
+                5: [c.id for c in p05.CLAIMS], 6: [c.id for c in p06.CLAIMS]}
+    for part, want in expected.items():
+        assert list(m[m["part"] == part]["claim"]) == want, part
+    two = list(m[m["part"] == 2]["claim"])
+    assert len(two) == len(set(two))
+    assert [c.id for c in p02.OTHER_CLAIMS] == [c for c in two if not c.startswith("freeze-is-prefill-")]
+    assert any(c.startswith("freeze-is-prefill-") for c in two)
+    assert sorted(m["part"].unique()) == [1, 2, 3, 4, 5, 6]
+    assert rigs[0] == "a10g-published" and "h200" in rigs
+
+
+def test_every_cell_is_a_verdict_word(committed):
+    rows, ids, rigs, m = committed
+    assert set(glance.VERDICT_WORDS) == {"holds", "differs", "inconclusive", "not measured", "not comparable"}
+    cells = {w for rig in rigs for w in m[rig]}
+    assert cells <= set(glance.VERDICT_WORDS)
+    assert "holds" in cells and "differs" in cells  # the committed runs judge, not only miss
+    # the page's HTML says no Python word where a reader looks
+    text = glance.matrix_html(m, rigs)
+    for word in ("nan", "NaN", "None", "True", "False"):
+        assert f">{word}<" not in text
+
+
+def test_matrix_fills_unjudged_rigs_and_keeps_the_parts_order():
+    rows = pd.DataFrame([
+        {"part": 1, "claim": "b", "post": "B says", "rig": "h200", "verdict": "differs", "detail": ""},
+        {"part": 1, "claim": "a", "post": "A says", "rig": "h200", "verdict": "holds", "detail": ""},
+        {"part": 1, "claim": "a", "post": "A says", "rig": "x", "verdict": "inconclusive", "detail": ""},
+        {"part": 4, "claim": "c", "post": "", "rig": "h200", "verdict": "holds", "detail": "3 of 3 points"},
+    ])
+    m = glance.matrix(rows, {1: ["a", "b"], 4: ["c"], 6: ["d"]}, ["h200", "x"])
+    assert list(m["claim"]) == ["a", "b", "c", "d"]
+    assert list(m["h200"]) == ["holds", "differs", "holds", "not measured"]
+    assert list(m["x"]) == ["inconclusive", "not measured", "not measured", "not measured"]
+    assert m.set_index("claim").loc["c", "h200 detail"] == "3 of 3 points"
+    html = glance.matrix_html(m, ["h200", "x"])
+    assert 'href="../notebooks/01-hit-the-wall.html#claims"' in html
+    assert 'href="../notebooks/06-past-one-gpu.html"' in html
+    assert html.count('class="iw-v iw-v-not-measured"') == 4 and html.count("iw-v-holds") == 2
+
+
+def test_a_verdict_without_a_word_is_an_error():
+    assert glance.word(NOT_MEASURED) == "not measured"
+    with pytest.raises(ValueError, match="unknown verdict 'maybe'"):
+        glance.word("maybe")
+
+
+def test_part4_points_make_one_verdict():
+    assert glance.point_verdict([HOLDS, HOLDS, NOT_MEASURED]) == ("holds", "2 of 2 points")
+    assert glance.point_verdict([HOLDS, INCONCLUSIVE, DIFFERS]) == ("differs", "1 of 3 points")
+    assert glance.point_verdict([HOLDS, INCONCLUSIVE]) == ("inconclusive", "1 of 2 points")
+    assert glance.point_verdict([NOT_MEASURED]) == ("not measured", "")
+    assert glance.point_verdict([]) == ("not measured", "")
+
+
+# ------------------------------------------------------------------------------------------- the chart
+def _prices() -> pd.DataFrame:
+    return pd.DataFrame([{"gpu": "H200 SXM5", "match": "H200", "tier": "t", "usd_per_gpu_hour_low": 3.0,
+                          "usd_per_gpu_hour_high": 5.0, "as_of": "x", "source": "y"}])
+
+
+def test_per_gpu_throughput_divides_by_the_gpus():
+    points = pd.DataFrame([
+        {"rig": "r", "part": 6, "series": "m tensor parallel on 2 GPUs", "kind": "flood", "setting": "cap 64",
+         "point": "tp2-mns-064", "gpus": 2, "output_tok_s": 9000.0, "itl_p50_ms": 20.0, "gpu_name": "NVIDIA H200",
+         "power_w": 1200.0},
+        {"rig": "r", "part": 6, "series": "m on one GPU", "kind": "flood", "setting": "cap 64", "point": "tp1-mns-064",
+         "gpus": 1, "output_tok_s": 6000.0, "itl_p50_ms": 10.0, "gpu_name": "Other GPU", "power_w": math.nan},
+    ])
+    d = glance.chart_rows(points, _prices()).set_index("point")
+    assert d.loc["tp2-mns-064", "per_gpu_tok_s"] == pytest.approx(4500.0)
+    assert d.loc["tp1-mns-064", "per_gpu_tok_s"] == pytest.approx(6000.0)
+    assert d.loc["tp2-mns-064", "per_user_tok_s"] == pytest.approx(50.0)
+    # a GPU-hour at the listed middle (4 USD) over the tokens one GPU emits in an hour
+    assert d.loc["tp2-mns-064", "usd_per_million"] == pytest.approx(4.0 / (4500.0 * 3600) * 1e6)
+    assert math.isnan(d.loc["tp1-mns-064", "usd_per_million"])  # no listed price for this GPU
+    assert d.loc["tp2-mns-064", "energy_j_per_token"] == pytest.approx(1200.0 / 9000.0)
+    assert math.isnan(d.loc["tp1-mns-064", "energy_j_per_token"])
+
+
+def test_points_a_log_axis_cannot_draw_are_left_out():
+    points = pd.DataFrame([{"rig": "r", "part": 3, "series": "s", "kind": "flood", "setting": "cap 1", "point": p,
+                            "gpus": g, "output_tok_s": t, "itl_p50_ms": i}
+                           for p, g, t, i in (("ok", 1, 10.0, 5.0), ("no-itl", 1, 10.0, math.nan),
+                                              ("zero", 1, 0.0, 5.0), ("no-gpus", 0, 10.0, 5.0))])
+    assert list(glance.chart_rows(points)["point"]) == ["ok"]
+
+
+def test_server_gpus_reads_the_command():
+    assert glance.server_gpus(["vllm", "serve", "m", "--max-num-seqs", "4"]) == 1
+    assert glance.server_gpus(None) == 1
+    assert glance.server_gpus(["serve", "m", "--tensor-parallel-size", "2"]) == 2
+    assert glance.server_gpus(["serve", "m", "--data-parallel-size=2"]) == 2
+    assert glance.server_gpus(["serve", "--tp", "2", "--dp", "2"]) == 4
+    with pytest.raises(ValueError, match="not a whole number"):
+        glance.server_gpus(["serve", "--tensor-parallel-size", "two"])
+
+
+def test_mean_power_sums_the_working_gpus():
+    samples = pd.DataFrame({"gpu": [0, 1, 2, 0, 1, 2], "power_w": [300.0, 500.0, 70.0, 500.0, 700.0, 70.0],
+                            "util_pct": [100, 100, 0, 100, 100, 0], "label": ["bench"] * 6})
+    assert glance.mean_power_w(samples) == pytest.approx(400.0 + 600.0)  # GPU 2 idled through the pass
+    assert math.isnan(glance.mean_power_w(samples.iloc[0:0]))
+    assert math.isnan(glance.mean_power_w(samples, label="warmup"))
+    assert glance.energy_per_token_j(1000.0, 500.0) == pytest.approx(2.0)
+    assert math.isnan(glance.energy_per_token_j(math.nan, 500.0))
+
+
+def test_chart_has_no_missing_words_and_rig_colours():
+    from inference_wall import figures
+
+    points = pd.DataFrame([{"rig": r, "part": 5, "series": "m fp8", "kind": "decode", "setting": "8 streams",
+                            "point": f"p{r}", "gpus": 1, "output_tok_s": 800.0, "itl_p50_ms": 8.0,
+                            "gpu_name": name, "power_w": w}
+                           for r, name, w in (("h200", "NVIDIA H200", 400.0), ("a10g-published", None, math.nan))])
+    spec = glance.chart(glance.chart_rows(points, _prices())).to_dict()
+    rows = [r for values in spec["datasets"].values() for r in values]
+    assert rows and all(v is not None and not (isinstance(v, float) and math.isnan(v)) for r in rows for v in r.values())
+    text = json.dumps(rows, ensure_ascii=False)
+    assert "NaN" not in text and "– (no listed price)" in text and "– (no power samples)" in text
+    colour = spec["layer"][1]["encoding"]["color"]
+    assert colour["scale"]["range"] == [figures.rig_palette(colour["scale"]["domain"])[r]
+                                        for r in colour["scale"]["domain"]]
+    assert spec["layer"][1]["encoding"]["x"]["scale"]["type"] == "log"
+
+
+def test_log_ticks_span_the_values():
+    assert glance.log_ticks([49.0, 8650.0]) == [10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0]
+    assert glance.log_ticks([]) == [1.0, 10.0]
