@@ -4,8 +4,8 @@ A flood of equal lengths admitted at once runs in waves: the running batch fills
 and empties as it finishes together; a closed loop of B streams does the same with B. The client's whole-pass figure
 averages ramp, plateau and drain. Two windows are read here from the counters, never from the client:
 
-- `decode_window(frame, batch)`: the longest run of polls in which at least `batch` requests run and no prompt token
-  is counted: pure decode. Its step period is the time over the engine's step counter (`vllm:iteration_tokens_total`
+- `decode_window(frame, batch)`: every poll interval in which (nearly) `batch` requests run and no prompt token is
+  counted: pure decode. Its step period is the time over the engine's step counter (`vllm:iteration_tokens_total`
   counts one observation per engine step), its tokens per step the generated tokens over the steps.
 - `steady_window(frame)`: the longest run in which the running batch stays within a tolerance of its plateau (the
   median of the running batch over the polls where it is at least half the pass's largest): a flood's steady state,
@@ -26,14 +26,15 @@ MIN_INTERVALS = 4  # poll intervals a window must span (at 0.1 s: 0.4 s)
 
 @dataclass(frozen=True)
 class Window:
-    t0_s: float  # seconds since the pass's first poll
-    t1_s: float
+    t0_s: float  # seconds since the pass's first poll (where the window starts)
+    t1_s: float  # t0_s plus the window's duration (decode_window: the sum of its intervals, which need not touch)
     steps: float  # engine steps counted in the window
     generated: float  # tokens generated in it
     prompt: float  # prompt tokens computed in it
     running_min: float
     running_max: float
     running_mean: float
+    halves_ms: tuple = ()  # the step over the first and over the second half of the window's intervals (its spread)
 
     @property
     def duration_s(self) -> float:
@@ -85,17 +86,36 @@ def _clean(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.dropna(subset=need).reset_index(drop=True) if len(frame) else frame
 
 
-def decode_window(frame: pd.DataFrame, batch: int, min_intervals: int = MIN_INTERVALS) -> Window | None:
-    """The longest pure-decode run with at least `batch` requests running at both ends of every interval."""
+def decode_window(frame: pd.DataFrame, batch: int, min_intervals: int = MIN_INTERVALS, share: float = 0.95,
+                  allow_prefill: bool = False) -> Window | None:
+    """Every poll interval in which at least `share` of `batch` requests run at both ends and no prompt token is
+    counted (pure decode), taken together: the steps and seconds of all of them (a closed loop's cohorts split and
+    refill, so pure decode comes in several runs; one interval's single step is too coarse to time alone). A closed
+    loop of B streams need not hold all B at once (the client's readiness request, or a split cohort, can leave one
+    out): the window's tokens per step say how many ran. `allow_prefill`: intervals with prompt tokens count too
+    (steps that carry a refill's prefill): the window's `prompt` says how many. None when fewer than
+    `min_intervals` intervals qualify."""
+    need = max(1, math.floor(share * batch))
     f = _clean(frame)
     if len(f) < 2:
         return None
-    run = f["running"].to_numpy()
-    prompt = f["prompt_tokens_total"].to_numpy()
-    steps = f["steps_total"].to_numpy()
-    ok = [bool(run[i] >= batch and run[i + 1] >= batch and prompt[i + 1] == prompt[i] and steps[i + 1] > steps[i])
-          for i in range(len(f) - 1)]
-    return _window(f, _longest_run(ok), min_intervals)
+    run, prompt = f["running"].to_numpy(), f["prompt_tokens_total"].to_numpy()
+    steps, gen, t = f["steps_total"].to_numpy(), f["generation_tokens_total"].to_numpy(), f["t_s"].to_numpy()
+    ok = [i for i in range(len(f) - 1)
+          if run[i] >= need and run[i + 1] >= need and steps[i + 1] > steps[i]
+          and (allow_prefill or prompt[i + 1] == prompt[i])]
+    if len(ok) < min_intervals:
+        return None
+    inside = pd.Series([run[i] for i in ok] + [run[ok[-1] + 1]])
+    dur = float(sum(t[i + 1] - t[i] for i in ok))
+    half = len(ok) // 2
+    halves = tuple(1000 * sum(t[i + 1] - t[i] for i in part) / sum(steps[i + 1] - steps[i] for i in part)
+                   for part in (ok[:half], ok[half:]) if part) if half else ()
+    return Window(t0_s=float(t[ok[0]]), t1_s=float(t[ok[0]]) + dur, steps=float(sum(steps[i + 1] - steps[i] for i in ok)),
+                  generated=float(sum(gen[i + 1] - gen[i] for i in ok)),
+                  prompt=float(sum(prompt[i + 1] - prompt[i] for i in ok)),
+                  running_min=float(inside.min()), running_max=float(inside.max()), running_mean=float(inside.mean()),
+                  halves_ms=halves)
 
 
 def steady_window(frame: pd.DataFrame, tolerance: float = 0.05, min_intervals: int = MIN_INTERVALS) -> Window | None:

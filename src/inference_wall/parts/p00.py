@@ -163,3 +163,636 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
                             extra={"sampling": "server"})
                       for b in sorted(int(x) for x in own["trace_batches"]) if b <= mns]
     return plans
+
+
+# ---------------------------------------------------------------------------------------------
+# Replay: the step per point, the trace per step, the components per variant, the claims
+# ---------------------------------------------------------------------------------------------
+import math  # noqa: E402
+
+import pandas as pd  # noqa: E402
+
+from ..analysis import attention_layer_counts, gdn_state_bytes, kv_bytes_per_token_per_layer, linear_fit  # noqa: E402
+from ..store import load_points, open_artefact, pass_summary, read_artefact  # noqa: E402
+
+# Kernel families of a decode step, first match wins (names lower-case). The trace keeps every kernel's name, count
+# and time, so this map can improve without a new run.
+STEP_FAMILIES = [
+    ("recurrent state (GDN)", r"gated_delta|delta_rule|fused_recurrent|causal_conv|chunk_fwd|chunk_scaled|"
+                              r"recompute_w_u|merge_16x16|solve_tril|l2norm"),
+    ("attention", r"flash|attn|attention|fmha|paged|reshape_and_cache"),
+    ("norms, activations, other", r"norm|silu|gelu|act_and_mul|swiglu|rotary|rope"),
+    ("sampling", r"topk|top_k|topp|softmax|argmax|multinomial|exponential|sort|cumsum|logits|sampl"),
+    ("weights (matmul)", r"gemm|cutlass|cublas|xmma|nvjet|matmul|splitkreduce|wgmma|machete|marlin|gptq|scaled_mm|"
+                         r"onednn_mm|aten::addmm|aten::linear|aten::mm\b|aten::bmm"),
+    ("memory copies", r"memcpy|memset|copy|index|gather|scatter|fill"),
+    ("norms, activations, other", r"."),
+]
+COMPONENTS = ["recurrent state (GDN)", "attention", "sampling", "weights (matmul)", "memory copies",
+              "norms, activations, other", "GPU idle"]  # the families above, each once, and the GPU's idle time
+BAND = (0.9, 1.1)  # the parts add up within 10% either way
+
+
+def step_family(name: str) -> str:
+    import re
+
+    low = name.lower()
+    return next(fam for fam, rx in STEP_FAMILIES if re.search(rx, low))
+
+
+def _text_config(preset: str, data_dir=None) -> dict:
+    from ..modelkit import preset_dir
+
+    config = json.loads((preset_dir(preset, data_dir) / "config.json").read_text())
+    return config.get("text_config", config)
+
+
+def _fmt(preset: str) -> str:
+    return "int4" if "int4" in preset else "fp16"
+
+
+def shape_bytes(preset: str, data_dir=None) -> dict:
+    """What one decode step must move, from the shapes: the language model's weights (weightbytes), each
+    sequence's recurrent state read and written (Gated DeltaNet layers), each token of context's K and V read."""
+    from ..weightbytes import preset_decode_bytes
+
+    t = _text_config(preset, data_dir)
+    full, layers = attention_layer_counts(t)
+    recurrent = layers - full if t.get("layer_types") else 0
+    state = gdn_state_bytes(t) * recurrent if recurrent else 0
+    return {"weights_bytes": preset_decode_bytes(preset, _fmt(preset), data_dir).total,
+            "state_bytes_per_seq": state, "kv_bytes_per_token": kv_bytes_per_token_per_layer(t) * full,
+            "attention_layers": full, "recurrent_layers": recurrent}
+
+
+def _window(pt, batch: int):
+    """(window, kind): the pure-decode window of the pass, else the window that lets refills' prefills ride along
+    ('with prefills'), else (None, None)."""
+    from ..poller import artefact_name, poll_frame, read_poll_file
+    from ..steady import decode_window
+
+    try:
+        frame = poll_frame(read_poll_file(open_artefact(pt.path, artefact_name("bench"))))
+    except FileNotFoundError:
+        return None, None, math.nan
+    top = float(frame["running"].max()) if len(frame) else math.nan
+    pure = decode_window(frame, batch)
+    if pure is not None:
+        return pure, "pure decode", top
+    mixed = decode_window(frame, batch, allow_prefill=True)
+    return (mixed, "with prefills", top) if mixed is not None else (None, None, top)
+
+
+def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """One row per point: what it varied, the pure-decode window's step (engine counters) and the client's view."""
+    rows = []
+    for pt in load_points(NAME, data_dir, rigs):
+        p = pt.params
+        s = pass_summary(pt)
+        w, window, top = _window(pt, int(p["batch"]))
+        halves = w.halves_ms if w else ()
+        rows.append({"rig": pt.rig, "point": pt.name, "variant": p.get("variant"), "preset": p.get("preset"),
+                     "kind": p.get("kind"), "sampling": p.get("sampling"), "async": bool(p.get("async", True)),
+                     "base": p.get("base"), "batch": int(p["batch"]), "input_len": p.get("input_len"),
+                     "output_len": p.get("output_len"),
+                     "context": (p.get("input_len") or 0) + (p.get("output_len") or 0) / 2,
+                     "step_ms": w.step_ms if w else math.nan, "window": window,
+                     "step_lo_ms": min(halves) if halves else math.nan, "step_hi_ms": max(halves) if halves else math.nan,
+                     "prompt_per_step": w.prompt / w.steps if w and w.steps else math.nan,
+                     "running_max_window": w.running_max if w else math.nan, "running_max_pass": top,
+                     "window_s": w.duration_s if w else math.nan,
+                     "window_steps": w.steps if w else math.nan,
+                     "tokens_per_step": w.tokens_per_step if w else math.nan,
+                     "window_tok_s": w.output_tok_s if w else math.nan,
+                     "itl_p50_ms": s["itl_p50_ms"], "tpot_p50_ms": s["tpot_p50_ms"], "output_tok_s": s["output_tok_s"],
+                     "duration_s": s["duration_s"],
+                     "bandwidth_gb_s": (pt.manifest.get("rig_info") or {}).get("hbm_bandwidth_gb_s")})
+    cols = ["rig", "point", "variant", "preset", "kind", "sampling", "async", "base", "batch", "input_len", "output_len",
+            "context", "step_ms", "window", "step_lo_ms", "step_hi_ms", "prompt_per_step", "running_max_window", "running_max_pass", "window_s", "window_steps", "tokens_per_step", "window_tok_s", "itl_p50_ms",
+            "tpot_p50_ms", "output_tok_s", "duration_s", "bandwidth_gb_s"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+# One launch per attention layer and step: FlashAttention 3's (Hopper) or 2's main kernel, or FlashInfer's
+ATTENTION_MAIN = r"flashattnfwdsm\d+|flash_fwd_(splitkv_)?kernel|batchdecodewithpagedkv|batchprefillwithpagedkv"
+
+
+def trace_steps(kernels: dict, shape: dict) -> float:
+    """Steps in a traced window, counted from the trace itself: every step runs each attention layer's kernel once
+    (flash attention, any variant) and, on a hybrid model, each recurrent layer's state kernel once (decode or
+    chunked prefill); the larger of the two counts over its layers (a step missing from both would be one
+    without attention at all)."""
+    import re
+
+    attn = sum(c for n, (c, _) in kernels.items()
+               if re.search(ATTENTION_MAIN, n.lower()) and "combine" not in n.lower())
+    rec = sum(c for n, (c, _) in kernels.items()
+              if re.search(r"fused_recurrent_gated_delta|chunk_gated_delta_rule_fwd_kernel_h", n.lower()))
+    out = []
+    if shape["attention_layers"] and attn:
+        out.append(attn / shape["attention_layers"])
+    if shape["recurrent_layers"] and rec:
+        out.append(rec / shape["recurrent_layers"])
+    return max(out) if out else math.nan
+
+
+def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """One row per (traced point, family): GPU milliseconds per step in the traced window, the steps counted in the
+    trace, whether a step in it computed prompt tokens (a chunked-prefill kernel ran: not pure decode), and the
+    window's wall time per step (the span of its kernels over its steps; the profiler slows the steps it records)."""
+    rows = []
+    for pt in load_points(NAME, data_dir, rigs):
+        if pt.params.get("kind") != "trace":
+            continue
+        summary = json.loads(read_artefact(pt.path, "trace-summary.json"))
+        shape = shape_bytes(pt.params["preset"], data_dir)
+        for w in summary.get("windows", []):
+            for sm in w.get("summaries", []):
+                kernels = sm.get("kernels") or {}
+                steps = trace_steps(kernels, shape)
+                mixed = any("chunk_gated_delta_rule_fwd" in n.lower() for n in kernels)
+                fams: dict[str, float] = {}
+                for n, (_, ms) in kernels.items():
+                    fams[step_family(n)] = fams.get(step_family(n), 0.0) + ms
+                for fam in COMPONENTS[:-1]:
+                    rows.append({"rig": pt.rig, "point": pt.name, "variant": pt.params["variant"],
+                                 "batch": int(pt.params["batch"]), "device": sm.get("device"), "family": fam,
+                                 "ms_per_step": fams.get(fam, 0.0) / steps if steps else math.nan,
+                                 "steps": steps, "mixed": mixed, "busy_ms_per_step": sm["busy_ms"] / steps if steps else math.nan,
+                                 "span_ms_per_step": sm["span_ms"] / steps if steps else math.nan})
+    return pd.DataFrame(rows, columns=["rig", "point", "variant", "batch", "device", "family", "ms_per_step", "steps",
+                                       "mixed", "busy_ms_per_step", "span_ms_per_step"])
+
+
+def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
+    return {"points": point_table(data_dir, rigs), "trace": trace_table(data_dir, rigs)}
+
+
+def _steps(points: pd.DataFrame, variant: str, kind: str = "decode", sampling: str | None = "server") -> pd.Series:
+    f = points[(points["variant"] == variant) & (points["kind"] == kind)]
+    if sampling is not None:
+        f = f[f["sampling"] == sampling]
+    return f.set_index("batch")["step_ms"].sort_index()
+
+
+def components(points: pd.DataFrame, traces: pd.DataFrame, rig: str, variant: str, data_dir=None) -> pd.DataFrame:
+    """One row per traced batch of `variant` on `rig`: the measured step (engine counters, untraced), each kernel
+    family's GPU milliseconds per step (the trace), and the GPU's idle time: the untraced step less the traced
+    kernels' time (what the kernels leave of the step). Columns: batch, step_ms, one per component, sum_ms
+    (the kernels), mixed."""
+    pts = points[points["rig"] == rig]
+    step = _steps(pts, variant)
+    tr = traces[(traces["rig"] == rig) & (traces["variant"] == variant)]
+    rows = []
+    for b, g in tr.groupby("batch"):
+        measured = step.get(b, math.nan)
+        row = {"batch": int(b), "step_ms": measured, "mixed": bool(g["mixed"].any()),
+               "traced_step_ms": float(g["span_ms_per_step"].iloc[0])}
+        for fam, ms in zip(g["family"], g["ms_per_step"]):
+            row[fam] = ms
+        busy = float(g["ms_per_step"].sum())
+        row["kernels_ms"] = busy
+        row["GPU idle"] = measured - busy if measured == measured else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def sampling_cost(points: pd.DataFrame, rig: str, variant: str) -> pd.DataFrame:
+    """Per batch: the step with the server's sampling defaults (the checkpoint's top-k/top-p), with no top-k/top-p,
+    and greedy; what the filter costs (defaults - none) and what random sampling costs over an argmax."""
+    pts = points[points["rig"] == rig]
+    out = pd.DataFrame({"server": _steps(pts, variant),
+                        "nofilter": _steps(pts, variant, "nofilter", "nofilter"),
+                        "greedy": _steps(pts, variant, "greedy", "greedy")})
+    out = out.dropna(how="all", subset=["nofilter", "greedy"])
+    out["filter_ms"] = out["server"] - out["nofilter"]
+    out["random_ms"] = out["nofilter"] - out["greedy"]
+    return out.reset_index(names="batch")
+
+
+def host_overlap(points: pd.DataFrame, rig: str, variants: dict) -> pd.DataFrame:
+    """Per variant with a `base` and per batch: the step without asynchronous scheduling, the base's step with it,
+    and what the overlap hides (the difference)."""
+    pts = points[points["rig"] == rig]
+    rows = []
+    for name, v in variants.items():
+        base = v.get("base")
+        if not base:
+            continue
+        sync, asyn = _steps(pts, name), _steps(pts, base)
+        for b in sync.index:
+            if b in asyn.index:
+                rows.append({"variant": base, "batch": int(b), "sync_ms": sync[b], "async_ms": asyn[b],
+                             "hidden_ms": sync[b] - asyn[b]})
+    return pd.DataFrame(rows, columns=["variant", "batch", "sync_ms", "async_ms", "hidden_ms"])
+
+
+def context_cost(points: pd.DataFrame, rig: str, variant: str, batch: int, data_dir=None) -> dict | None:
+    """The step at one batch against the mean context of its sequences (the decode point and the longer prompts):
+    its slope per 1,000 tokens of context per sequence, and what reading K and V predicts for it."""
+    pts = points[(points["rig"] == rig) & (points["variant"] == variant) & (points["batch"] == batch)]
+    pts = pts[(pts["kind"] == "context") | ((pts["kind"] == "decode") & (pts["sampling"] == "server"))]
+    pts = pts.dropna(subset=["step_ms"])
+    if len(pts) < 2:
+        return None
+    pts = pts.sort_values("context")
+    x = pts["context"].to_numpy(float) / 1000.0
+    y = pts["step_ms"].to_numpy(float)
+    slope = float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum())
+    preset = pts["preset"].iloc[0]
+    bw = pts["bandwidth_gb_s"].dropna()
+    kv = shape_bytes(preset, data_dir)["kv_bytes_per_token"]
+    predicted = batch * 1000 * kv / (bw.iloc[0] * 1e9) * 1000 if len(bw) else math.nan
+    return {"batch": batch, "contexts": pts["context"].tolist(), "steps_ms": y.tolist(),
+            "slope_ms_per_k": slope, "kv_predicted_ms_per_k": predicted}
+
+
+def floors(points: pd.DataFrame, rig: str, variant: str, data_dir=None) -> dict:
+    """The shapes' bytes over the rig's measured bandwidth: the weight stream of one step, and per sequence the
+    recurrent state read and written once."""
+    pts = points[(points["rig"] == rig) & (points["variant"] == variant)]
+    if not len(pts):
+        return {}
+    sb = shape_bytes(pts["preset"].iloc[0], data_dir)
+    bw = pts["bandwidth_gb_s"].dropna()
+    if not len(bw):
+        return {**sb, "bandwidth_gb_s": math.nan, "weights_ms": math.nan, "state_ms_per_seq": math.nan}
+    gbs = float(bw.median())
+    return {**sb, "bandwidth_gb_s": gbs, "weights_ms": sb["weights_bytes"] / (gbs * 1e9) * 1000,
+            "state_ms_per_seq": 2 * sb["state_bytes_per_seq"] / (gbs * 1e9) * 1000}
+
+
+def step_curve(points: pd.DataFrame, rig: str) -> pd.DataFrame:
+    """The measured pure-decode step of every variant against the batch (server sampling defaults), with the
+    per-sequence cost between neighbouring batches ((step(B2) - step(B1)) / (B2 - B1))."""
+    f = points[(points["rig"] == rig) & (points["kind"] == "decode")].dropna(subset=["step_ms"])
+    f = f.sort_values(["variant", "batch"]).copy()
+    f["per_seq_ms"] = f.groupby("variant")["step_ms"].diff() / f.groupby("variant")["batch"].diff()
+    f["tok_s"] = f["batch"] / f["step_ms"] * 1000
+    return f[["variant", "preset", "async", "batch", "step_ms", "per_seq_ms", "tok_s", "itl_p50_ms", "tpot_p50_ms"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# A rig's view, its claims and its words
+# ---------------------------------------------------------------------------------------------
+from ..analysis import Interval  # noqa: E402
+from ..claims import Claim, Judgement, Missing, known_number, missing  # noqa: E402
+
+MAIN = "4b"  # the hybrid model every part uses: the variant the decomposition is read on
+DENSE = "0.5b"
+
+
+def _row(frame: pd.DataFrame, **where) -> pd.Series | None:
+    f = frame
+    for k, v in where.items():
+        f = f[f[k] == v]
+    return f.iloc[0] if len(f) else None
+
+
+def _step_interval(points: pd.DataFrame, variant: str, batch: int, kind: str = "decode") -> Interval:
+    r = _row(points, variant=variant, batch=batch, kind=kind)
+    if r is None or missing(r["step_ms"]):
+        raise Missing(f"{variant} step at batch {batch}")
+    lo = r["step_lo_ms"] if known_number(r["step_lo_ms"]) else r["step_ms"]
+    hi = r["step_hi_ms"] if known_number(r["step_hi_ms"]) else r["step_ms"]
+    return Interval(float(r["step_ms"]), float(min(lo, r["step_ms"])), float(max(hi, r["step_ms"])))
+
+
+def rig_view(rig: str, tables: dict, params: dict | None = None, data_dir=None) -> dict:
+    """Everything the page and the claims read for one rig: per variant its floors and step curve, the main
+    variant's components at each traced batch, sampling, host overlap and context costs."""
+    params = params or DEFAULTS
+    points = tables["points"][tables["points"]["rig"] == rig]
+    traces = tables["trace"][tables["trace"]["rig"] == rig] if len(tables["trace"]) else tables["trace"]
+    variants = params.get("variants", DEFAULT_VARIANTS)
+    main = MAIN if MAIN in set(points["variant"]) else next(iter(points["variant"].dropna().unique()), None)
+    view = {"rig": rig, "main": main, "points": points, "traces": traces,
+            "curve": step_curve(points, rig) if len(points) else pd.DataFrame(),
+            "floors": {v: floors(points, rig, v, data_dir) for v in points["variant"].dropna().unique()},
+            "components": components(points, traces, rig, main, data_dir) if main and len(traces) else pd.DataFrame(),
+            "sampling": sampling_cost(points, rig, main) if main else pd.DataFrame(),
+            "host": host_overlap(points, rig, variants),
+            "context": context_cost(points, rig, main, int(params.get("context_batch", 64)), data_dir) if main else None}
+    comp = view["components"]
+    if len(comp):
+        pure = comp[~comp["mixed"]].sort_values("batch")
+        view["pure_components"] = pure
+    return view
+
+
+def _component(view: dict, batch: int, name: str) -> float:
+    comp = view.get("pure_components")
+    if comp is None or not len(comp) or batch not in set(comp["batch"]):
+        raise Missing(f"a pure-decode trace at batch {batch}")
+    value = comp.set_index("batch").loc[batch, name]
+    if missing(value):
+        raise Missing(f"{name} at batch {batch}")
+    return float(value)
+
+
+def _traced_pair(view: dict) -> tuple[int, int]:
+    comp = view.get("pure_components")
+    if comp is None or len(comp) < 2:
+        raise Missing("two pure-decode traces")
+    batches = sorted(int(b) for b in comp["batch"])
+    return batches[-2], batches[-1]
+
+
+def judge_kernels(view: dict, batch: int) -> Judgement:
+    step = _step_interval(view["points"], view["main"], batch)
+    kernels = _component(view, batch, "kernels_ms")
+    return Judgement(step, Interval(kernels, kernels, kernels),
+                     f"kernels {kernels:.2f} ms per step (trace) against the untraced step {step.value:.2f} ms "
+                     f"({step.low:.2f} to {step.high:.2f} over the pass's two halves)")
+
+
+def judge_weights(view: dict) -> Judgement:
+    f = view["floors"].get(view["main"]) or {}
+    if missing(f.get("weights_ms")):
+        raise Missing("bandwidth")
+    mm = _component(view, 1, "weights (matmul)")
+    return Judgement(Interval(f["weights_ms"], f["weights_ms"], f["weights_ms"]), Interval(mm, mm, mm),
+                     f"{f['weights_bytes'] / 1e9:.2f} GB / {f['bandwidth_gb_s']:,.0f} GB/s = {f['weights_ms']:.2f} ms "
+                     f"predicted; the weight matmuls take {mm:.2f} ms per step at batch 1")
+
+
+def judge_state(view: dict) -> Judgement:
+    f = view["floors"].get(view["main"]) or {}
+    if missing(f.get("state_ms_per_seq")) or not f.get("state_bytes_per_seq"):
+        raise Missing("a recurrent state")
+    a, b = _traced_pair(view)
+    name = "recurrent state (GDN)"
+    slope = (_component(view, b, name) - _component(view, a, name)) / (b - a)
+    return Judgement(Interval(f["state_ms_per_seq"], f["state_ms_per_seq"], f["state_ms_per_seq"]),
+                     Interval(slope, slope, slope),
+                     f"2 x {f['state_bytes_per_seq'] / 1e6:.1f} MB / {f['bandwidth_gb_s']:,.0f} GB/s = "
+                     f"{1000 * f['state_ms_per_seq']:.1f} us per sequence predicted; the state kernels grow "
+                     f"{1000 * slope:.1f} us per added sequence from batch {a} to {b}")
+
+
+def judge_context(view: dict) -> Judgement:
+    c = view.get("context")
+    if not c or missing(c.get("kv_predicted_ms_per_k")):
+        raise Missing("steps at several context lengths")
+    pts = view["points"]
+    rows = pts[(pts["variant"] == view["main"]) & (pts["batch"] == c["batch"])
+               & (pts["kind"].isin(["context", "decode"])) & (pts["sampling"] == "server")].dropna(subset=["step_ms"])
+    rows = rows.sort_values("context")
+    first, last = rows.iloc[0], rows.iloc[-1]
+    dx = (last["context"] - first["context"]) / 1000
+    lo = (last["step_lo_ms"] - first["step_hi_ms"]) / dx
+    hi = (last["step_hi_ms"] - first["step_lo_ms"]) / dx
+    s = c["slope_ms_per_k"]
+    return Judgement(Interval(c["kv_predicted_ms_per_k"], c["kv_predicted_ms_per_k"], c["kv_predicted_ms_per_k"]),
+                     Interval(s, min(lo, s), max(hi, s)),
+                     f"{c['batch']} sequences x 1,000 tokens x K and V of every attention layer over the measured "
+                     f"bandwidth = {c['kv_predicted_ms_per_k']:.2f} ms per 1,000 tokens of context predicted; the step "
+                     f"grows {s:.2f} ms per 1,000 tokens (a line through {len(rows)} context lengths)")
+
+
+def judge_filter(view: dict, batch: int = 256) -> Judgement:
+    pts = view["points"]
+    server = _step_interval(pts, view["main"], batch)
+    none = _step_interval(pts, view["main"], batch, "nofilter")
+    traced = view["traces"]
+    row = traced[(traced["variant"] == view["main"]) & (traced["batch"] == batch)]
+    if not len(row):
+        raise Missing(f"a trace at batch {batch}")
+    kernel = topk_ms(view, batch)
+    diff = Interval(server.value - none.value, server.low - none.high, server.high - none.low)
+    return Judgement(Interval(kernel, kernel, kernel), diff,
+                     f"the top-k/top-p kernels take {kernel:.2f} ms per step in the trace at batch {batch}; the step "
+                     f"with them minus without ({server.value:.2f} - {none.value:.2f} ms) is {diff.value:.2f} ms")
+
+
+def topk_ms(view: dict, batch: int) -> float:
+    """The top-k/top-p filter's kernels per step (names with topk/top_k/topp/sort) in the trace at `batch`."""
+    import re
+
+    for pt in load_points(NAME, None, [view["rig"]]):
+        if pt.params.get("kind") == "trace" and int(pt.params["batch"]) == batch and pt.params["variant"] == view["main"]:
+            summary = json.loads(read_artefact(pt.path, "trace-summary.json"))
+            for w in summary.get("windows", []):
+                for sm in w.get("summaries", []):
+                    kernels = sm.get("kernels") or {}
+                    steps = trace_steps(kernels, shape_bytes(pt.params["preset"]))
+                    ms = sum(t for n, (_, t) in kernels.items() if re.search(r"topk|top_k|topp|top_p|sort", n.lower()))
+                    return ms / steps
+    raise Missing(f"a trace at batch {batch}")
+
+
+TEN = BAND
+WITHIN_20 = (1 / 1.2, 1.2)
+CLAIMS = [
+    Claim("kernels-b1", "A step is its kernels: at batch 1 the GPU is never idle",
+          "the kernels of one step (a profiler trace) against the untraced step (engine counters)", "ms",
+          lambda v: judge_kernels(v, 1), TEN,
+          why="the GPU idles between kernels: host work (scheduling, sampling's bookkeeping, output processing) "
+              "that the asynchronous scheduler does not hide is a candidate"),
+    Claim("kernels-b256", "A step is its kernels at batch 256 too",
+          "the kernels of one step at batch 256 against the untraced step", "ms",
+          lambda v: judge_kernels(v, 256), TEN,
+          why="the GPU idles for part of each step at this batch: work on the host per sequence is a candidate"),
+    Claim("weights-floor", "The weight stream is a step's fixed cost: the matmuls read the weights at the bandwidth",
+          "the language model's weight bytes (shapes) over the measured bandwidth against the matmul kernels at batch 1",
+          "ms", judge_weights, WITHIN_20,
+          why="the matmul kernels of a one-sequence step read the weights slower than a device-to-device copy moves bytes"),
+    Claim("state-floor", "Each sequence's recurrent state is read and written once a step at the bandwidth",
+          "2 x the Gated DeltaNet state bytes of one sequence over the bandwidth against the state kernels' growth per "
+          "sequence", "ms", judge_state, WITHIN_20,
+          why="the state kernels move each sequence's state at another rate than the bandwidth"),
+    Claim("kv-floor", "Attention reads every token of context's K and V once a step",
+          "K and V bytes of 1,000 tokens in every attention layer, times the batch, over the bandwidth, against the "
+          "step's growth with context", "ms", judge_context, WITHIN_20,
+          why="attention reads the cache at another rate than the bandwidth, or the steps' spread hides the slope"),
+    Claim("filter-kernels", "The top-k/top-p filter costs what its kernels take",
+          "the filter's kernels in the trace at batch 256 against the step with the filter minus without", "ms",
+          judge_filter, (0.8, 1.25),
+          why="the filter costs the step more than its kernels take: host-side work or synchronisation around it is "
+              "a candidate"),
+]
+
+
+def component_long(view: dict) -> pd.DataFrame:
+    """The main variant's pure-decode components as long rows (batch, component, ms, share_pct, order) for the bars."""
+    comp = view.get("pure_components")
+    if comp is None or not len(comp):
+        return pd.DataFrame(columns=["batch", "component", "ms", "share_pct", "order"])
+    rows = []
+    for r in comp.itertuples(index=False):
+        r = r._asdict() if hasattr(r, "_asdict") else dict(r)
+        d = dict(zip(comp.columns, comp.loc[comp["batch"] == r["batch"]].iloc[0]))
+        for i, name in enumerate(COMPONENTS):
+            ms = d.get(name)
+            if ms is None or missing(ms):
+                continue
+            rows.append({"batch": str(int(d["batch"])), "component": name, "ms": max(float(ms), 0.0),
+                         "share_pct": 100 * max(float(ms), 0.0) / d["step_ms"], "order": i})
+    return pd.DataFrame(rows)
+
+
+def _n(x: float, digits: int = 3) -> str:
+    """A number as a reader reads it: `digits` significant figures, thousands separated."""
+    if x is None or missing(x):
+        return "-"
+    if abs(x) >= 10 ** digits:
+        return f"{round(x):,}"
+    return f"{float(f'{x:.{digits}g}'):,.{max(0, digits - 1 - int(math.floor(math.log10(abs(x)))) if x else 0)}f}"
+
+
+def findings(view: dict) -> list[str]:
+    """The page's findings for one rig, each a sentence with its numbers (only where the data hold them)."""
+    out = []
+    pts, main = view["points"], view["main"]
+    f = view["floors"].get(main) or {}
+    comp = view.get("pure_components")
+    curve = view["curve"]
+    try:
+        s1 = _step_interval(pts, main, 1).value
+        mm, k1, idle = (_component(view, 1, "weights (matmul)"), _component(view, 1, "kernels_ms"),
+                        _component(view, 1, "GPU idle"))
+        out.append(f"A single stream of the {main} steps every {_n(s1)} ms, {_n(s1 / f['weights_ms'])}x its weight "
+                   f"floor ({_n(f['weights_bytes'] / 1e9)} GB at {_n(f['bandwidth_gb_s'])} GB/s = "
+                   f"{_n(f['weights_ms'])} ms). The trace splits it into the weight matmuls ({_n(mm)} ms, reading at "
+                   f"{_n(100 * f['weights_ms'] / mm, 2)}% of the measured bandwidth), every other kernel "
+                   f"({_n(k1 - mm)} ms) and the GPU idle ({_n(idle)} ms).")
+    except (Missing, KeyError, ZeroDivisionError):
+        pass
+    try:
+        a, b = _traced_pair(view)
+        grow = (_step_interval(pts, main, b).value - _step_interval(pts, main, a).value) / (b - a)
+        gdn = (_component(view, b, "recurrent state (GDN)") - _component(view, a, "recurrent state (GDN)")) / (b - a)
+        idle = (_component(view, b, "GPU idle") - _component(view, a, "GPU idle")) / (b - a)
+        out.append(f"From {a} to {b} sequences each added sequence costs the step {_n(1000 * grow)} us: "
+                   f"{_n(1000 * gdn)} us of it in the recurrent-state kernels (reading and writing its "
+                   f"{_n(f['state_bytes_per_seq'] / 1e6)} MB state once at the measured bandwidth takes "
+                   f"{_n(1000 * f['state_ms_per_seq'])} us) and {_n(1000 * idle)} us of GPU idle time, which "
+                   f"grows with the batch.")
+    except (Missing, KeyError, ZeroDivisionError, TypeError):
+        pass
+    mc = curve[curve["variant"] == main].set_index("batch") if len(curve) else pd.DataFrame()
+    if len(mc) and {256, 512, 1024} <= set(mc.index):
+        lo_hi = _step_interval(pts, main, 1024)
+        tok = [mc.loc[b, "tok_s"] for b in (256, 512, 1024)]
+        shape = ("holds within a tenth" if min(tok) >= 0.9 * max(tok) else
+                 "falls" if tok[2] < tok[0] else "rises")
+        out.append(f"Past 256 sequences the pure-decode output {shape}: {_n(tok[0])} tok/s at 256, {_n(tok[1])} at "
+                   f"512 and {_n(tok[2])} at 1,024 (the step at 1,024 ranges {_n(lo_hi.low)} to {_n(lo_hi.high)} ms "
+                   f"between the halves of its pass).")
+    sam = view["sampling"]
+    if len(sam) and 256 in set(sam["batch"]):
+        r = sam.set_index("batch").loc[256]
+        out.append(f"The checkpoint's top-k/top-p filter, which the rig's server applies to every request, costs "
+                   f"{_n(r['filter_ms'])} ms of a {_n(r['server'])} ms step at 256 sequences; below 64 it costs "
+                   f"at most {_n(max(sam[sam['batch'] <= 64]['filter_ms'].max(), 0.0), 2)} ms.")
+    host = view["host"]
+    if len(host):
+        h = host.set_index("batch")
+        ends = [b for b in (1, 256) if b in h.index]
+        if ends:
+            out.append("Without asynchronous scheduling the step is " + " and ".join(
+                f"{_n(h.loc[b, 'sync_ms'])} ms instead of {_n(h.loc[b, 'async_ms'])} at batch {b}" for b in ends)
+                + ": the overlap of the host's work with the GPU's hides "
+                + " and ".join(f"{_n(h.loc[b, 'hidden_ms'])} ms" for b in ends) + " of each step.")
+    return out
+
+
+def flood_gap(view: dict, part3: pd.DataFrame) -> pd.DataFrame:
+    """Part 3's floods of the same rig and model (the client's whole-pass output) beside the pure-decode output at
+    the same batch: where the floods lose throughput past 256, the decode step does or does not."""
+    if part3 is None or not len(part3):
+        return pd.DataFrame()
+    f = part3[(part3["rig"] == view["rig"]) & (part3["model"] == "main")]
+    mc = view["curve"][view["curve"]["variant"] == view["main"]].set_index("batch")
+    rows = []
+    for r in f.itertuples():
+        b = int(r.max_num_seqs)
+        if b in mc.index:
+            rows.append({"batch": b, "flood_tok_s": r.output_tok_s, "decode_tok_s": mc.loc[b, "tok_s"],
+                         "flood_over_decode": r.output_tok_s / mc.loc[b, "tok_s"],
+                         "flood_itl_ms": r.itl_p50_ms, "decode_step_ms": mc.loc[b, "step_ms"]})
+    return pd.DataFrame(rows)
+
+
+def dense_words(view: dict) -> str | None:
+    """What the dense 0.5B's passes show: its step where a window held the batch, and where the batch never ran."""
+    pts = view["points"]
+    d = pts[(pts["variant"] == DENSE) & (pts["kind"] == "decode")].sort_values("batch")
+    if not len(d):
+        return None
+    held = d.dropna(subset=["step_ms"])
+    lost = d[d["step_ms"].isna()]
+    parts = []
+    if len(held):
+        parts.append("its pure-decode step is " + ", ".join(f"{_n(r.step_ms)} ms at {int(r.batch)}"
+                                                            for r in held.itertuples()))
+    if len(lost):
+        parts.append("the passes at " + ", ".join(str(int(b)) for b in lost["batch"]) + " never held their batch in "
+                     "a window (the most requests running at once: " + ", ".join(
+                         f"{_n(r.running_max_pass)} of {int(r.batch)}" for r in lost.itertuples()) + ")")
+    return "On the dense 0.5B " + "; ".join(parts) + "."
+
+
+def open_answers(view: dict, part3: pd.DataFrame | None) -> list[str]:
+    """The parts' open questions that this rig's data answer, each with its numbers; the rest named as open."""
+    out = []
+    pts, main = view["points"], view["main"]
+    gap = flood_gap(view, part3)
+    if len(gap) and {256, 1024} <= set(gap["batch"]):
+        g = gap.set_index("batch")
+        out.append(f"**Why part 3's flood loses throughput past 256.** Part 3's flood gave {_n(g.loc[256, 'flood_tok_s'])}"
+                   f" tok/s at cap 256 and {_n(g.loc[1024, 'flood_tok_s'])} at 1,024; pure decode here gives "
+                   f"{_n(g.loc[256, 'decode_tok_s'])} and {_n(g.loc[1024, 'decode_tok_s'])} at those batches, and the "
+                   f"flood's median ITL ({_n(g.loc[256, 'flood_itl_ms'])} and {_n(g.loc[1024, 'flood_itl_ms'])} ms) "
+                   f"tracks the decode step ({_n(g.loc[256, 'decode_step_ms'])} and {_n(g.loc[1024, 'decode_step_ms'])}"
+                   f" ms). The flood's whole pass reaches {_n(g.loc[256, 'flood_over_decode'], 2)} of the decode rate "
+                   f"at 256 and {_n(g.loc[1024, 'flood_over_decode'], 2)} at 1,024: the loss is in what a whole pass "
+                   "holds besides pure decode (each wave's prefill, its ramp and drain), not in the decode step. "
+                   "Part 3's floods were not polled; their steady windows are still to be measured.")
+    try:
+        s1 = _step_interval(pts, main, 1).value
+        f = view["floors"][main]
+        mm = _component(view, 1, "weights (matmul)")
+        out.append(f"**Why a single stream runs at about twice its weight floor.** {_n(s1)} ms against a floor of "
+                   f"{_n(f['weights_ms'])} ms: the weight matmuls alone take {_n(mm)} ms, "
+                   f"{_n(mm / f['weights_ms'])}x the floor; the other {_n(s1 - mm)} ms are the other kernels and "
+                   "the GPU's idle time (the findings above).")
+    except (Missing, KeyError):
+        pass
+    dense = pts[(pts["variant"] == DENSE) & (pts["kind"] == "decode")].dropna(subset=["step_ms"]).set_index("batch")
+    hyb = pts[(pts["variant"] == main) & (pts["kind"] == "decode")].dropna(subset=["step_ms"]).set_index("batch")
+    common = sorted(set(dense.index) & set(hyb.index))
+    if len(common) >= 2:
+        a, b = common[-2], common[-1]
+        dd = (dense.loc[b, "step_ms"] - dense.loc[a, "step_ms"]) / (b - a)
+        dh = (hyb.loc[b, "step_ms"] - hyb.loc[a, "step_ms"]) / (b - a)
+        p3 = None
+        if part3 is not None and len(part3):
+            from .p03 import added_sequence_ms  # the series' data dependency: part 3's floods of the same rig
+            r3 = part3[part3["rig"] == view["rig"]]
+            small, big = (added_sequence_ms(r3[r3["model"] == m]) for m in ("small", "main"))
+            if small and big:
+                p3 = (small, big)
+        words = (f"**Why the 0.5B's cliff is shallower than the 4B's.** In pure decode here each sequence added from "
+                 f"{a} to {b} costs the dense 0.5B {_n(1000 * dd)} us a step and the hybrid 4B {_n(1000 * dh)} us")
+        if p3:
+            key = next((k for k in p3[0] if k.endswith("_ms") or "per" in k), None)
+            if key:
+                words += (f"; part 3's floods gave {_n(1000 * p3[0][key])} and {_n(1000 * p3[1][key])} us from the "
+                          "median ITL between caps 64 and 256")
+        lost = pts[(pts["variant"] == DENSE) & (pts["kind"] == "decode") & pts["step_ms"].isna()]
+        if len(lost):
+            words += (". The 0.5B's passes at " + ", ".join(str(int(x)) for x in lost["batch"]) + " never held their "
+                      "batch long enough to time (at most " + ", ".join(
+                          f"{int(r.running_max_pass)} of {int(r.batch)}" for r in lost.itertuples()) + " running): at "
+                      "its short steps the load the client and the API server keep in flight is a candidate for what "
+                      "part 3's floods of the small model measured, to be tested with two clients and "
+                      "--api-server-count (planned, not run)")
+        out.append(words + ".")
+    missing_variants = [v for v in ("9b-fp16", "9b-int4") if v not in set(pts["variant"])]
+    if missing_variants:
+        out.append("**Still open.** Why the 9B's per-sequence cost comes out below the 4B's, and why int4's step at "
+                   "batch 1 sits far above its weight floor (part 5): the 9B servers of this chapter's plan ("
+                   + ", ".join(missing_variants) + ") have not run on this rig. Why a step that carries a prefill "
+                   "chunk costs about 40 ms at small budgets (part 2): mixed steps are not measured here yet.")
+    return out

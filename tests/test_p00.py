@@ -1,0 +1,186 @@
+"""Inside a step (part 0): the windows read from the counters, the steps counted in a trace, the plan, the claims."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from inference_wall.bench import PassSpec, Workload, bench_command
+from inference_wall.errors import UserError
+from inference_wall.parts import p00
+from inference_wall.rig import load_profile
+from inference_wall.steady import decode_window, steady_window
+
+
+def frame(rows):
+    """Poll rows (t_s, running, prompt, generated, steps) as poller.poll_frame returns them."""
+    return pd.DataFrame([{"t": t, "t_s": t, "running": r, "waiting": 0.0, "kv_usage_pct": 0.0, "preemptions_total": 0.0,
+                          "prompt_tokens_total": p, "generation_tokens_total": g, "step_tokens_total": 0.0,
+                          "steps_total": s} for t, r, p, g, s in rows])
+
+
+def closed_loop(batch, step_ms, prefill_polls=3, decode_polls=10, dt=0.1, waves=2):
+    """A synthetic closed loop: each wave computes prompt tokens for a few polls, then decodes `batch` streams."""
+    rows, t, p, g, s = [], 0.0, 0.0, 0.0, 0.0
+    for _ in range(waves):
+        for _ in range(prefill_polls):
+            rows.append((t, batch, p, g, s))
+            t += dt
+            p += 256 * batch / prefill_polls
+            s += 2
+        for _ in range(decode_polls):
+            rows.append((t, batch, p, g, s))
+            n = dt * 1000 / step_ms
+            t += dt
+            s += n
+            g += n * batch
+    rows.append((t, 0, p, g, s))
+    return frame(rows)
+
+
+def test_decode_window_times_the_step_from_the_counters_in_pure_decode_only():
+    w = decode_window(closed_loop(64, 5.0), 64)
+    assert w is not None
+    assert w.step_ms == pytest.approx(5.0)
+    assert w.tokens_per_step == pytest.approx(64)
+    assert w.prompt == 0
+    # the prefill polls (prompt tokens counted) are left out, and so is the drain (nothing running at the end):
+    # 10 decode intervals of the first wave and 9 of the second, 20 steps each; prefill intervals add 2 steps each
+    assert w.steps == pytest.approx(19 * 20)
+    assert len(w.halves_ms) == 2 and all(h == pytest.approx(5.0) for h in w.halves_ms)
+
+
+def test_decode_window_is_none_when_the_batch_never_ran():
+    f = closed_loop(64, 5.0)
+    f["running"] = f["running"].clip(upper=40)  # never 95% of 64
+    assert decode_window(f, 64) is None
+    assert decode_window(f, 40) is not None
+
+
+def test_decode_window_with_prefills_counts_the_prompt_tokens():
+    f = closed_loop(8, 5.0, decode_polls=1, prefill_polls=6)
+    assert decode_window(f, 8) is None  # too few pure-decode intervals
+    w = decode_window(f, 8, allow_prefill=True)
+    assert w is not None and w.prompt > 0
+
+
+def test_steady_window_reads_the_plateau():
+    f = closed_loop(100, 10.0, waves=1)
+    w = steady_window(f)
+    assert w is not None and w.running_min >= 95
+
+
+def test_trace_steps_counts_layers_of_each_kind():
+    shape = {"attention_layers": 8, "recurrent_layers": 24}
+    kernels = {"void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<...>>": [80, 1.0],
+               "void cutlass::device_kernel<flash::FlashAttnFwdCombine<...>>": [80, 0.1],
+               "fused_recurrent_gated_delta_rule_packed_decode_kernel": [240, 2.0], "nvjet_sm90_x": [500, 9.0]}
+    assert p00.trace_steps(kernels, shape) == pytest.approx(10)
+    dense = {"attention_layers": 24, "recurrent_layers": 0}
+    assert p00.trace_steps({"flash_fwd_splitkv_kernel<...>": [48, 1.0]}, dense) == pytest.approx(2)
+    assert math.isnan(p00.trace_steps({"nvjet": [3, 1.0]}, dense))
+
+
+def test_step_families_sort_the_kernels_of_a_decode_step():
+    assert p00.step_family("fused_recurrent_gated_delta_rule_packed_decode_kernel") == "recurrent state (GDN)"
+    assert p00.step_family("void cutlass::device_kernel<flash::FlashAttnFwdSm90<>>") == "attention"
+    assert p00.step_family("_topk_topp_kernel") == "sampling"
+    assert p00.step_family("nvjet_sm90_hsh_192x8_64x8_4x1_v_bz_TNT") == "weights (matmul)"
+    assert p00.step_family("Memcpy HtoD (Pinned -> Device)") == "memory copies"
+    assert p00.step_family("triton_red_fused__to_copy_add_rms_norm_3") == "norms, activations, other"
+
+
+def test_the_plan_runs_decode_first_and_the_profiler_last_in_each_session():
+    profile = load_profile("h200")
+    plans = p00.plan(dict(p00.DEFAULTS), profile)
+    sessions = list(dict.fromkeys(p.session for p in plans))
+    assert sessions == [f"{v}-main" for v in p00.DEFAULTS["order"]]
+    four = [p for p in plans if p.session == "4b-main"]
+    kinds = [p.params["kind"] for p in four]
+    assert kinds[0] == "decode" and kinds[-1] == "trace"
+    assert kinds.index("trace") > max(i for i, k in enumerate(kinds) if k != "trace") - kinds.count("trace") + 1
+    assert all("--profiler-config" in p.serve_args for p in four)
+    sync = [p for p in plans if p.session == "4b-sync-main"]
+    assert all("--no-async-scheduling" in p.serve_args and "--profiler-config" not in p.serve_args for p in sync)
+    assert {p.params["batch"] for p in sync} == set(p00.DEFAULTS["sync_batches"])
+    nofilter = next(p for p in four if p.params["kind"] == "nofilter")
+    assert dict(nofilter.passes[0].spec.sampling) == {"top-k": "0", "top-p": "1"}
+    assert all(p.poll_metrics_s for p in plans)
+
+
+def test_a_bad_variant_is_refused_in_one_line():
+    profile = load_profile("h200")
+    with pytest.raises(UserError, match="order names variant"):
+        p00.plan({**p00.DEFAULTS, "order": ["4b", "nope"]}, profile)
+    with pytest.raises(UserError, match="unknown key"):
+        p00.plan({**p00.DEFAULTS, "variants": {**p00.DEFAULT_VARIANTS, "4b": {"preset": None, "batches": [1]}}}, profile)
+
+
+def test_the_client_sends_the_sampling_flags_and_refuses_others(tmp_path):
+    spec = PassSpec(num_prompts=4, max_concurrency=2, sampling=(("top-k", "0"), ("top-p", "1")))
+    cmd = bench_command("py", "http://x", "m", "t", Workload(), spec, tmp_path, "r.json")
+    assert cmd[cmd.index("--top-k") + 1] == "0" and cmd[cmd.index("--top-p") + 1] == "1"
+    with pytest.raises(UserError, match="sampling flag"):
+        bench_command("py", "http://x", "m", "t", Workload(), PassSpec(num_prompts=1, sampling=(("seed", "1"),)),
+                      tmp_path, "r.json")
+
+
+def synthetic_view(step1=4.0, mm1=2.7, other1=1.0, step256=19.0, kernels256=18.0, gdn64=1.7, gdn256=6.7,
+                   bandwidth=4000.0, state_bytes=50e6):
+    points = pd.DataFrame([
+        {"variant": "4b", "batch": b, "kind": "decode", "sampling": "server", "step_ms": s, "step_lo_ms": s * 0.99,
+         "step_hi_ms": s * 1.01} for b, s in ((1, step1), (64, 7.0), (256, step256))])
+    comp = pd.DataFrame([
+        {"batch": 1, "step_ms": step1, "mixed": False, "weights (matmul)": mm1, "recurrent state (GDN)": 0.2,
+         "kernels_ms": mm1 + other1, "GPU idle": step1 - mm1 - other1},
+        {"batch": 64, "step_ms": 7.0, "mixed": False, "weights (matmul)": 2.9, "recurrent state (GDN)": gdn64,
+         "kernels_ms": 6.5, "GPU idle": 0.5},
+        {"batch": 256, "step_ms": step256, "mixed": False, "weights (matmul)": 3.8, "recurrent state (GDN)": gdn256,
+         "kernels_ms": kernels256, "GPU idle": step256 - kernels256}])
+    floors = {"weights_bytes": 8e9, "bandwidth_gb_s": bandwidth, "weights_ms": 8e9 / (bandwidth * 1e9) * 1000,
+              "state_bytes_per_seq": state_bytes, "state_ms_per_seq": 2 * state_bytes / (bandwidth * 1e9) * 1000}
+    return {"rig": "synthetic", "main": "4b", "points": points, "pure_components": comp, "floors": {"4b": floors},
+            "traces": pd.DataFrame(), "curve": pd.DataFrame(), "sampling": pd.DataFrame(), "host": pd.DataFrame()}
+
+
+def verdict(claim_id, view):
+    claim = next(c for c in p00.CLAIMS if c.id == claim_id)
+    return claim.evaluate(view)["verdict"]
+
+
+def test_the_kernels_claim_holds_when_the_kernels_fill_the_step_and_differs_when_the_gpu_idles():
+    assert verdict("kernels-b256", synthetic_view(kernels256=18.5)) == "holds"
+    assert verdict("kernels-b256", synthetic_view(kernels256=12.0)) == "differs"
+
+
+def test_the_weight_floor_claim_follows_the_matmuls():
+    assert verdict("weights-floor", synthetic_view(mm1=2.05)) == "holds"
+    assert verdict("weights-floor", synthetic_view(mm1=3.5)) == "differs"
+
+
+def test_the_state_claim_follows_the_state_kernels_growth():
+    # 2 x 50 MB at 4,000 GB/s = 25 us a sequence; (gdn256 - gdn64) / 192
+    assert verdict("state-floor", synthetic_view(gdn64=1.7, gdn256=1.7 + 192 * 0.025)) == "holds"
+    assert verdict("state-floor", synthetic_view(gdn64=1.7, gdn256=1.7 + 192 * 0.06)) == "differs"
+
+
+def test_a_claim_without_its_trace_is_not_measured():
+    v = synthetic_view()
+    v["pure_components"] = v["pure_components"].iloc[0:0]
+    assert verdict("kernels-b1", v) == "not measured on this rig"
+
+
+def test_findings_speak_numbers_without_nan():
+    v = synthetic_view()
+    v["curve"] = pd.DataFrame({"variant": [], "batch": []})
+    lines = p00.findings(v)
+    assert lines and any("floor" in s for s in lines)
+    assert not any("nan" in s.lower() for s in lines)
+
+
+def test_numbers_have_three_figures():
+    assert p00._n(3.9351) == "3.94"
+    assert p00._n(13388.2) == "13,388"
+    assert p00._n(0.02448) == "0.0245"
+    assert p00._n(float("nan")) == "-"
