@@ -65,12 +65,15 @@ fi
 : >"$log"
 
 # vLLM 0.18.0 wants Python 3.10-3.13, 0.22.1 3.10-3.14; environment.yml (and the h200 host) use 3.12.
+# The first of these that runs: a name on PATH may be a pyenv shim for a version pyenv has not enabled,
+# which exits 127 with pyenv's own message; it is skipped. sys.executable goes past shims to the binary.
 python=
 for v in 3.12 3.11 3.13 3.10; do
-  if command -v "python$v" >/dev/null 2>&1; then python=$(command -v "python$v"); break; fi
+  candidate=$(command -v "python$v" 2>/dev/null) || continue
+  if python=$("$candidate" -c 'import sys; print(sys.executable)' 2>/dev/null) && [[ -x $python ]]; then break; fi
+  python=
 done
-[[ -n $python ]] || die "no python3.12, 3.11, 3.13 or 3.10 on PATH (vLLM $vllm_version needs one)"
-python=$("$python" -c 'import sys; print(sys.executable)')  # past pyenv shims, to the real binary
+[[ -n $python ]] || die "no python3.12, 3.11, 3.13 or 3.10 on PATH that runs (vLLM $vllm_version needs one)"
 
 if command -v uv >/dev/null 2>&1; then
   uv=(uv)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -90,13 +91,32 @@ def _path_without_nvidia_smi(extra: Path | None = None) -> str:
     return os.pathsep.join(([str(extra)] if extra else []) + kept)
 
 
-def _gpu_host(tmp_path: Path, header: str) -> Path:
-    """A folder with an `nvidia-smi` printing a captured header and GPU list (no GPU is reachable here)."""
-    folder = tmp_path / "smi"
+def _gpu_host(tmp_path: Path, header: str, driver: str | None = None) -> Path:
+    """A folder with an `nvidia-smi` printing a captured header and GPU list (no GPU is reachable here);
+    with `driver`, the header's driver version replaced by that one (a driver no capture here has)."""
+    folder = tmp_path / f"smi-{driver or header}"
     folder.mkdir()
+    shown = SMI / header
+    if driver is not None:
+        text = shown.read_text()
+        old = re.search(r"Driver Version:\s*(\S+)", text)[1]
+        shown = folder / "header.txt"
+        shown.write_text(text.replace(old, driver))
     exe = folder / "nvidia-smi"
-    exe.write_text(f'#!/bin/sh\nif [ "$1" = -L ]; then cat {SMI / "list-a10g.txt"}; else cat {SMI / header}; fi\n')
+    exe.write_text(f'#!/bin/sh\nif [ "$1" = -L ]; then cat {SMI / "list-a10g.txt"}; else cat {shown}; fi\n')
     exe.chmod(0o755)
+    return folder
+
+
+def _broken_pythons(tmp_path: Path) -> Path:
+    """A folder whose python3.10-3.13 fail as pyenv's shims do for a version pyenv has not enabled: first on
+    PATH, they leave scripts/setup-vllm-gpu.sh no interpreter to build a venv with, so nothing is installed."""
+    folder = tmp_path / "shims"
+    folder.mkdir()
+    for v in ("3.10", "3.11", "3.12", "3.13"):
+        exe = folder / f"python{v}"
+        exe.write_text(f"#!/bin/sh\necho 'pyenv: python{v}: command not found' >&2\nexit 127\n")
+        exe.chmod(0o755)
     return folder
 
 
@@ -140,24 +160,43 @@ def test_a_cpu_rig_passes_the_machine_check_without_a_gpu():
 
 
 def test_on_a_gpu_host_without_vllm_make_reproduce_sets_up_the_gpu_venv_first(tmp_path):
-    """check-args asks for .venv-vllm-gpu; make runs `make vllm-gpu`, whose decision refuses this (captured)
-    CUDA 12.4 driver in one line, so nothing is installed or started; with --python in ARGS it is skipped."""
-    env = {**os.environ, "PATH": _path_without_nvidia_smi(_gpu_host(tmp_path, "550-cuda12.4.txt")),
-           "VLLM_GPU_VENV": str(tmp_path / "venv"), "TMPDIR": str(tmp_path)}
-    env.pop("VLLM_PYTHON", None)
+    """check-args asks for .venv-vllm-gpu and make runs `make vllm-gpu` before the CLI. On the captured R550
+    host the decision picks vLLM 0.18.0 (the CUDA 12 build) and the script goes on to the build, stopped here
+    in one line of its own at finding an interpreter (stand-ins that do not run hide the real ones), so
+    nothing is installed; on a driver below R525 the decision refuses in one line; with --python in ARGS
+    the setup is skipped."""
+    def env_for(smi: Path, *first: Path) -> dict:
+        env = {**os.environ, "PATH": os.pathsep.join([*map(str, first), _path_without_nvidia_smi(smi)]),
+               "VLLM_GPU_VENV": str(tmp_path / "venv"), "TMPDIR": str(tmp_path)}
+        for name in ("VLLM_PYTHON", "VLLM"):
+            env.pop(name, None)
+        return env
+
+    r550 = env_for(_gpu_host(tmp_path, "550-cuda12.4.txt"), _broken_pythons(tmp_path))
     check = subprocess.run([sys.executable, "-m", "inference_wall", "check-args", "--part", "3", "--rig", "my-a10g"],
-                           capture_output=True, text=True, cwd=ROOT, timeout=60, env={**env, **ENV, "PATH": env["PATH"]})
+                           capture_output=True, text=True, cwd=ROOT, timeout=60, env={**r550, **ENV, "PATH": r550["PATH"]})
     assert check.returncode == 0 and check.stdout.splitlines()[-1] == "needs: make vllm-gpu", check.stderr
     make = ["make", "-s", "reproduce", "PART=3", "RIG=my-a10g", f"PYTHON={sys.executable}"]
     res = subprocess.run(make + [f"ARGS=--data-dir {tmp_path}"], capture_output=True, text=True, cwd=ROOT,
-                         timeout=120, env=env)
+                         timeout=120, env=r550)
     assert res.returncode != 0
+    assert "setup-vllm-gpu: driver 550.54.15 (R550) on NVIDIA A10G: vLLM 0.18.0" in res.stdout, res.stdout
     ours = [line for line in res.stderr.splitlines() if not line.startswith("make")]
-    assert len(ours) == 1 and "CUDA 12.4" in ours[0] and "CUDA 12.9" in ours[0], res.stderr
+    assert len(ours) == 1 and ours[0].startswith("setup-vllm-gpu: no python3.12, 3.11, 3.13 or 3.10"), res.stderr
     assert not (tmp_path / "venv").exists() and not (tmp_path / "runs").exists()
+
+    old = env_for(_gpu_host(tmp_path, "550-cuda12.4.txt", driver="520.61.05"))
+    res = subprocess.run(make + [f"ARGS=--data-dir {tmp_path}"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120, env=old)
+    assert res.returncode != 0 and "setup-vllm-gpu" not in res.stdout
+    ours = [line for line in res.stderr.splitlines() if not line.startswith("make")]
+    assert len(ours) == 1 and "520.61.05 (R520)" in ours[0] and "below R525" in ours[0], res.stderr
+    assert not (tmp_path / "venv").exists() and not (tmp_path / "runs").exists()
+
     skipped = subprocess.run(make + [f"ARGS=--data-dir {tmp_path} --python /opt/own-vllm/bin/python --budget-min 2"],
-                             capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
-    assert "--budget-min 2 is below what one point needs" in skipped.stderr and "CUDA 12.4" not in skipped.stderr
+                             capture_output=True, text=True, cwd=ROOT, timeout=120, env=r550)
+    assert "--budget-min 2 is below what one point needs" in skipped.stderr, skipped.stderr
+    assert "setup-vllm-gpu" not in skipped.stdout + skipped.stderr
 
 
 def test_plan_shows_the_profile_the_model_and_the_kv_pool_with_its_admission_limit():

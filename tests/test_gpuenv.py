@@ -245,3 +245,29 @@ def test_the_script_refuses_a_wanted_vllm_the_driver_cannot_run_in_one_line(tmp_
     res = _script(tmp_path, "--dry-run", path=path, vllm="0.22.1")
     assert res.returncode == 2 and res.stdout == ""
     assert len(res.stderr.strip().splitlines()) == 1 and "R580" in res.stderr
+
+
+def _broken_pythons(tmp_path: Path) -> Path:
+    """A folder whose python3.10-3.13 fail as pyenv's shims do for a version pyenv has not enabled (exit 127,
+    pyenv's message on stderr): put first on PATH, they hide every real interpreter of those names."""
+    folder = tmp_path / "shims"
+    folder.mkdir(exist_ok=True)
+    for v in ("3.10", "3.11", "3.12", "3.13"):
+        exe = folder / f"python{v}"
+        exe.write_text(f"#!/bin/sh\necho 'pyenv: python{v}: command not found' >&2\nexit 127\n")
+        exe.chmod(0o755)
+    return folder
+
+
+def test_past_the_decision_an_interpreter_that_does_not_run_is_skipped_not_fatal(tmp_path):
+    """On an R550 host (the CUDA 12 build by NVIDIA's rule) the script goes on to find a Python for the venv:
+    names that do not run (pyenv shims) are passed over, and with none that runs it says so in one line of
+    its own, before creating anything; before, the first shim's failure ended it with pyenv's message."""
+    path = os.pathsep.join([str(_broken_pythons(tmp_path)), str(_fake_smi(tmp_path, text=DRIVERS["R550"])),
+                            _path_without_nvidia_smi()])
+    res = _script(tmp_path, path=path)
+    assert res.returncode == 1, res.stderr
+    assert "driver 550.54.15 (R550) on NVIDIA A10G: vLLM 0.18.0" in res.stdout
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no python3.12, 3.11, 3.13 or 3.10 on PATH that runs" in lines[0], res.stderr
+    assert "pyenv" not in res.stderr and not (tmp_path / "venv").exists()
