@@ -97,3 +97,17 @@ def test_a_holders_child_writes_under_its_lock(tmp_path):
               f"    sys.exit(subprocess.run([sys.executable, '-c', {child!r}]).returncode)")
     res = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, env=ENV, timeout=60)
     assert res.returncode == 0 and "child ok" in res.stdout, res.stderr
+
+
+def test_the_unwritable_folder_advice_keeps_the_rigs_profile(tmp_path):
+    """Before: "fix its permissions or pass --data-dir"; a bare --data-dir has no rigs/ folder, so the run would
+    silently drop the rig's profile (a stock server). The advice now names a copy that keeps rigs/ and models/."""
+    data = tmp_path / "data"
+    (data / "runs").mkdir(parents=True)
+    (data / "runs" / "03-the-cliff").write_text("a file where the part's folder should be")
+    with pytest.raises(UserError, match="cannot be written") as err:
+        check_writable(data / "runs" / "03-the-cliff" / "my-rig")
+    message = str(err.value)
+    assert "\n" not in message
+    assert f"copy {data} (with its rigs/ and models/" in message and "--data-dir pointing at the copy" in message
+    assert "or pass --data-dir" not in message

@@ -40,9 +40,20 @@ def check_writable(folder: Path) -> Path:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as e:
-        raise UserError(f"the rig folder {folder} cannot be written ({e.strerror or e}); fix its permissions or "
-                        f"pass --data-dir") from None
+        raise UserError(f"the rig folder {folder} cannot be written ({e.strerror or e}); {_writable_advice(folder)}"
+                        ) from None
     return folder
+
+
+def _writable_advice(folder: Path) -> str:
+    """What to do about an unwritable rig folder (data/runs/<part>/<rig>). --data-dir alone would lose what the
+    data folder holds besides runs (rigs/: the rig's profile; models/: the presets), so the advice is a copy."""
+    data = folder.parent.parent.parent if folder.parent.parent.name == "runs" else None
+    if data is None:
+        return "fix its permissions"
+    return (f"fix its permissions, or copy the whole repository to a writable place and run there, or copy "
+            f"{data} (with its rigs/ and models/: the rig's profile and the model presets) to a writable place and "
+            f"pass --data-dir pointing at the copy (a --data-dir without them runs the rig without its profile)")
 
 
 def read_holder(folder: Path) -> dict | None:
