@@ -211,3 +211,25 @@ def test_an_http_401_is_reported_as_what_it_is():
         assert unauthorized(url, "right-key") is None
     finally:
         httpd.shutdown()
+
+
+def test_a_failed_server_start_names_a_log_that_still_exists(fake_vllm_env):
+    """Before, the error named the server log in the session's temporary iw-<session> folder, which the sweep
+    removes when the session ends; now it names the copy kept in the failed point's folder."""
+    import re
+
+    from inference_wall.sweep import SweepFailed
+
+    tmp_path = fake_vllm_env
+    broken = tmp_path / "broken-python"
+    broken.write_text("#!/bin/sh\necho 'ERROR the engine could not start (a test)'\nexit 3\n")
+    broken.chmod(0o755)
+    ctx = _context(tmp_path, RigProfile(name="fake", model_preset="tiny-dense"))
+    ctx.python = str(broken)
+    with pytest.raises(SweepFailed, match="exited with status 3") as err:
+        run_sweep(_plans(), ctx)
+    named = re.search(r"log (\S+?),", str(err.value))[1]
+    assert Path(named) == ctx.rig_dir / "p0" / "server.log"
+    assert "the engine could not start" in Path(named).read_text()
+    manifest = json.loads((ctx.rig_dir / "p0" / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and str(ctx.rig_dir / "p0" / "server.log") in manifest["error"]

@@ -222,6 +222,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                             session_id)
             raise
         except UserError as e:
+            e = _names_kept_log(e, log_path, ctx.rig_dir / first.name)  # the session's folder goes at its end
             _record_failure(ctx.rig_dir / first.name, first, ctx, model, log_path, 0, None, [], e, "failed", session_id)
             report.failed.append(first.name)
             raise SweepFailed(f"point {first.name}: {e}") from None
@@ -293,6 +294,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
             except Exception as e:  # noqa: BLE001 - any failure marks the point failed and stops the sweep
                 e = server.exit_error(e)  # a dead server, not the requests it failed, is the cause
                 e = unauthorized(server.url, client.get("OPENAI_API_KEY")) or e  # an HTTP 401, named as such
+                e = _names_kept_log(e, log_path, pdir)
                 _record_failure(pdir, point, ctx, model, log_path, log_offset, session, records, e, "failed", session_id)
                 report.failed.append(point.name)
                 raise SweepFailed(f"point {point.name} failed: {e}; rerun the same command to redo it "
@@ -357,6 +359,19 @@ def _snapshot(server: VllmServer, path: Path) -> None:
         path.write_text(server.get("/metrics"))
     except Exception:  # noqa: BLE001 - a missing snapshot is visible by its absence
         pass
+
+
+def _names_kept_log(error: BaseException, log_path: Path, pdir: Path) -> BaseException:
+    """`error` with the session's server log (in its temporary folder, removed when the session ends) named as
+    the copy that _record_failure keeps in the point's folder, `pdir`/server.log."""
+    text = str(error)
+    if str(log_path) not in text:
+        return error
+    text = text.replace(str(log_path), str(Path(pdir) / "server.log"))
+    try:
+        return type(error)(text)
+    except TypeError:
+        return UserError(text)
 
 
 def _copy_log_slice(log_path: Path, start: int, dest: Path) -> int:
