@@ -193,3 +193,35 @@ def test_a_killed_runs_server_group_and_session_folder_are_reaped_by_the_next_pl
             os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _other_runs_entry(registry: Path, owner: int, **over) -> Path:
+    """A registry entry as another live run writes it: the owner is `owner` (a live process, not this one) and the
+    server's group is this test's own (alive; the fake cmd is never the leader's, so no reaper would stop it)."""
+    registry.mkdir(parents=True, exist_ok=True)
+    entry = registry / "other.json"
+    entry.write_text(json.dumps({
+        "pgid": os.getpgid(0), "port": 8123, "cmd": ["not", "this", "group's", "leader"], "create_time": 0.0,
+        "owner_pid": owner, "owner_started": psutil.Process(owner).create_time(), "started": time.time(),
+        "run": {"part": "03-batching-cliff", "rig": "h200", "rig_dir": "/elsewhere/data/runs/03-batching-cliff/h200"},
+        **over}))
+    return entry
+
+
+def test_another_live_runs_server_is_named_in_one_warning_line(tmp_path, monkeypatch):
+    """Before, a second run on the machine started its servers silently beside the first's (the GPU is shared)."""
+    from inference_wall import server
+
+    monkeypatch.setattr(server, "REGISTRY", tmp_path)
+    assert server.shared_machine_warning() is None
+    entry = _other_runs_entry(tmp_path, os.getppid())
+    line = server.shared_machine_warning()
+    assert line and "\n" not in line and line.startswith("warning: another run is serving on this machine")
+    assert "part 03-batching-cliff on rig h200" in line and f"server pid {os.getpgid(0)} on port 8123" in line
+    assert f"run pid {os.getppid()}" in line and "/elsewhere/data/runs/03-batching-cliff/h200" in line
+    assert server.reap_left_behind() == [] and entry.exists()  # a live run's server: named, never stopped
+    # this process's own servers, and a run that has ended (its owner's start time no longer matches), are not named
+    _other_runs_entry(tmp_path, os.getpid())
+    assert server.shared_machine_warning() is None
+    _other_runs_entry(tmp_path, os.getppid(), owner_started=1.0)
+    assert server.shared_machine_warning() is None

@@ -233,3 +233,27 @@ def test_a_failed_server_start_names_a_log_that_still_exists(fake_vllm_env):
     assert "the engine could not start" in Path(named).read_text()
     manifest = json.loads((ctx.rig_dir / "p0" / "manifest.json").read_text())
     assert manifest["status"] == "failed" and str(ctx.rig_dir / "p0" / "server.log") in manifest["error"]
+
+
+def test_a_sweep_warns_before_its_first_server_when_another_run_serves_on_the_machine(fake_vllm_env, capsys):
+    """Before, nothing was said: two runs' servers shared the GPU silently."""
+    import os
+
+    import psutil
+
+    from inference_wall import server
+
+    tmp_path = fake_vllm_env
+    server.REGISTRY.mkdir(parents=True)
+    other = server.REGISTRY / "other.json"
+    other.write_text(json.dumps({"pgid": os.getpgid(0), "port": 8123, "cmd": ["not", "the", "leader"],
+                                 "create_time": 0.0, "owner_pid": os.getppid(),
+                                 "owner_started": psutil.Process(os.getppid()).create_time(),
+                                 "run": {"part": "01-hit-the-wall", "rig": "other-rig"}}))
+    ctx = _context(tmp_path, RigProfile(name="fake", model_preset="tiny-dense"))
+    assert run_sweep(_plans(1), ctx).done == ["p0"]
+    warnings = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning: another run")]
+    assert len(warnings) == 1 and "part 01-hit-the-wall on rig other-rig" in warnings[0], warnings
+    assert f"server pid {os.getpgid(0)} on port 8123" in warnings[0] and other.exists()
+    assert run_sweep(_plans(1), ctx).skipped == ["p0"]  # nothing to run: no server, no warning
+    assert "warning: another run" not in capsys.readouterr().err

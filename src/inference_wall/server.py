@@ -233,6 +233,41 @@ def _reap_servers() -> list[dict]:
     return stopped
 
 
+def other_runs_servers() -> list[dict]:
+    """The registry's servers that another live run started on this machine (its owner still runs, and is not
+    this process; the server's group still runs): they share the GPU (and the CPU) with this run's servers."""
+    out = []
+    if not REGISTRY.is_dir():
+        return out
+    for entry in sorted(REGISTRY.glob("*.json")):
+        try:
+            record = json.loads(entry.read_text())
+            pgid, owner = record["pgid"], record.get("owner_pid")
+        except (ValueError, KeyError, OSError):
+            continue
+        if not owner or owner == os.getpid() or not _owner_alive(owner, record.get("owner_started")):
+            continue
+        if group_alive(pgid):
+            out.append(record)
+    return out
+
+
+def shared_machine_warning() -> str | None:
+    """One line naming every other live run's server (see other_runs_servers), or None when there is none."""
+    records = other_runs_servers()
+    if not records:
+        return None
+    named = []
+    for r in records:
+        run = r.get("run") or {}
+        what = (f"part {run['part']} on rig {run['rig']}" if run.get("part") and run.get("rig") else "a run")
+        where = f" ({run['rig_dir']})" if run.get("rig_dir") else ""
+        named.append(f"{what}{where}, run pid {r.get('owner_pid', '?')}, server pid {r['pgid']} on port "
+                     f"{r.get('port', '?')}")
+    return (f"warning: another run is serving on this machine: {'; '.join(named)}; the GPU is shared, so both runs' "
+            f"numbers may be disturbed (wait for it to end, or stop it, for clean measurements)")
+
+
 def reap_orphans() -> list[int]:
     """Stop servers that an earlier, killed command left running (their groups are in the registry), after
     checking that each group is still the vLLM server recorded; entries that are not are only removed."""
@@ -304,8 +339,9 @@ def tail(path: Path, lines: int = 15) -> str:
 class VllmServer:
     """Context manager: `with VllmServer(spec, log_path) as srv: srv.url ...`; stops the group always."""
 
-    def __init__(self, spec: ServerSpec, log_path: Path):
+    def __init__(self, spec: ServerSpec, log_path: Path, run: dict | None = None):
         self.spec, self.log_path = spec, Path(log_path)
+        self.run = run or {}  # what started it (part, rig, rig_dir): named to another run on the same machine
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.started_at: float | None = None
@@ -361,7 +397,7 @@ class VllmServer:
             self._registry_file.write_text(json.dumps({
                 "pgid": self.proc.pid, "port": self.port, "cmd": [str(c) for c in cmd], "create_time": create_time,
                 "owner_pid": os.getpid(), "owner_started": _this_process()["process_started"],
-                "started": self.started_at}))
+                "started": self.started_at, **({"run": self.run} if self.run else {})}))
             self._wait_healthy()
         except BaseException:
             self.stop()

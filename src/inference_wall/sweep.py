@@ -35,7 +35,8 @@ from .poller import artefact_name, polling
 from .record import new_manifest
 from .redact import redact_argv, redact_record, redact_server_info, scrub_files, secret_values
 from .rig import RigProfile
-from .server import ServerSpec, TerminateAsInterrupt, VllmServer, api_keys, session_dir, stop_requested
+from .server import (ServerSpec, TerminateAsInterrupt, VllmServer, api_keys, session_dir, shared_machine_warning,
+                     stop_requested)
 from .store import (artefact_records, check_run_rig, compress_large, fresh_point_dir, is_complete, read_manifest,
                     request_throughput, write_json_atomic)
 
@@ -160,6 +161,9 @@ def _run_sweep_locked(plans: list[PointPlan], names: list[str], ctx: SweepContex
     if todo:
         check_same_machine(ctx.rig.name, ctx.rig_dir.parent.parent, ctx.rig_info)
         check_budget(ctx.budget_s / 60 if ctx.budget_s is not None else None)
+        shared = shared_machine_warning()  # before the first server: two runs on one GPU disturb each other
+        if shared:
+            print(shared, file=sys.stderr, flush=True)
     report.skipped = [n for n in names if n not in todo]
     t0 = time.monotonic()
     durations: list[float] = []
@@ -206,7 +210,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
             *first.serve_args]
     spec = ServerSpec(model=model.model, python=ctx.python, args=args,
                       env={**ctx.server_env, **ctx.rig.env, **first.serve_env}, startup_timeout_s=ctx.startup_timeout_s)
-    server = VllmServer(spec, log_path)
+    server = VllmServer(spec, log_path, run={"part": ctx.part, "rig": ctx.rig.name, "rig_dir": str(ctx.rig_dir)})
     client = client_env(spec, ctx.rig.env)
     bar.set_postfix_str(f"starting server for {first.name}")
     forks = None
