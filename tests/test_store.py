@@ -194,3 +194,69 @@ def test_a_manifest_gets_the_file_mode_of_the_other_artefacts(tmp_path):
     (tmp_path / "bench.json").write_text("{}")
     store.write_json_atomic(tmp_path / "manifest.json", {"status": "complete"})
     assert (tmp_path / "manifest.json").stat().st_mode & 0o777 == (tmp_path / "bench.json").stat().st_mode & 0o777
+
+
+def _no_space(*_a, **_k):
+    import errno
+
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_names_the_manifest_it_could_not_write_and_leaves_nothing_partial(tmp_path, monkeypatch):
+    """Before, write_json_atomic let the OSError through (a traceback, no path named)."""
+    point = tmp_path / "p0"
+    point.mkdir()
+    monkeypatch.setattr(store.os, "fsync", _no_space)
+    with pytest.raises(store.UserError) as err:
+        store.write_json_atomic(point / "manifest.json", {"status": "complete"})
+    message = str(err.value)
+    assert "\n" not in message and f"could not write {point / 'manifest.json'}: No space left on device" in message
+    assert "free space" in message
+    assert list(point.iterdir()) == []  # neither the manifest nor its temporary file
+
+
+def test_a_full_disk_while_compressing_keeps_the_original_and_no_truncated_gz(tmp_path, monkeypatch):
+    """Before, the half-written .gz stayed beside the original (and the OSError named no file)."""
+    point = tmp_path / "p0"
+    point.mkdir()
+    big = point / "bench.json"
+    big.write_bytes(b"x" * 2048)
+
+    def half_then_full(src, dst):
+        dst.write(src.read(512))
+        dst.flush()
+        _no_space()
+
+    monkeypatch.setattr(store.shutil, "copyfileobj", half_then_full)
+    with pytest.raises(store.UserError, match=f"could not write {point / 'bench.json.gz'}: No space left"):
+        store.compress_large(point, limit=1024)
+    assert sorted(f.name for f in point.iterdir()) == ["bench.json"] and big.read_bytes() == b"x" * 2048
+
+
+def test_a_full_disk_while_polling_names_the_poll_file_and_removes_it(tmp_path, monkeypatch):
+    """Before, the poller's thread died on the OSError unseen and the pass kept a truncated poll file."""
+    from inference_wall import poller
+
+    real_open = poller.lzma.open
+
+    class FillsUp:
+        def __init__(self, *a, **k):
+            self._f, self._writes = real_open(*a, **k), 0
+
+        def write(self, text):
+            self._writes += 1
+            if self._writes > 2:
+                _no_space()
+            return self._f.write(text)
+
+        def close(self):
+            self._f.close()
+
+    monkeypatch.setattr(poller.lzma, "open", FillsUp)
+    path = tmp_path / "p0" / poller.artefact_name("bench")
+    with pytest.raises(store.UserError) as err:
+        with poller.polling("http://127.0.0.1:9", path, 0.01) as running:  # nothing listens: errors are recorded
+            running._thread.join(timeout=30)  # the third write fills the disk
+            assert path.exists() and running.samples == 2
+    assert "\n" not in str(err.value) and f"could not write {path}: No space left on device" in str(err.value)
+    assert not path.exists()

@@ -257,3 +257,26 @@ def test_a_sweep_warns_before_its_first_server_when_another_run_serves_on_the_ma
     assert f"server pid {os.getpgid(0)} on port 8123" in warnings[0] and other.exists()
     assert run_sweep(_plans(1), ctx).skipped == ["p0"]  # nothing to run: no server, no warning
     assert "warning: another run" not in capsys.readouterr().err
+
+
+def test_a_full_disk_while_copying_the_server_log_names_the_copy_and_keeps_no_truncated_one(tmp_path, monkeypatch):
+    """Before, the OSError of the point's server.log copy named no path and could leave a partial copy."""
+    import errno
+
+    from inference_wall import sweep
+    from inference_wall.errors import UserError
+
+    log = tmp_path / "server.log"
+    log.write_text("INFO a server's log\n" * 100)
+    dest = tmp_path / "p0" / "server.log"
+    dest.parent.mkdir()
+    real = Path.write_bytes
+
+    def half_then_full(self, data):
+        real(self, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_bytes", half_then_full)
+    with pytest.raises(UserError, match=f"could not write {dest}: No space left on device"):
+        sweep._copy_log_slice(log, 0, dest)
+    assert not dest.exists()

@@ -22,6 +22,7 @@ import pandas as pd
 import requests
 
 from .logs import parse_metrics
+from .store import write_failed
 
 SUFFIX = "-metrics.jsonl.xz"
 
@@ -53,10 +54,15 @@ class MetricsPoller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._file = None
+        self._error: OSError | None = None  # a write that failed (a full disk): stop() removes the file, names it
 
     def start(self) -> "MetricsPoller":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = lzma.open(self.path, "wt", preset=6)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = lzma.open(self.path, "wt", preset=6)
+        except OSError as e:
+            self.path.unlink(missing_ok=True)
+            raise write_failed(self.path, e) from None
         self._session = requests.Session()
         self._thread = threading.Thread(target=self._run, name="metrics-poller", daemon=True)
         self._thread.start()
@@ -76,7 +82,11 @@ class MetricsPoller:
     def _run(self) -> None:
         next_t = time.monotonic()
         while not self._stop.is_set():
-            self._poll_once()
+            try:
+                self._poll_once()
+            except OSError as e:  # the file cannot take more: stop polling; stop() reports it
+                self._error = e
+                return
             next_t += self.interval_s
             self._stop.wait(max(0.0, next_t - time.monotonic()))
 
@@ -86,11 +96,20 @@ class MetricsPoller:
             return
         self._stop.set()
         self._thread.join(timeout=self.timeout_s + 5)
-        if not self._thread.is_alive():
-            self._poll_once()
-        self._file.close()
+        try:
+            if not self._thread.is_alive() and self._error is None:
+                self._poll_once()
+        except OSError as e:
+            self._error = e
+        try:
+            self._file.close()
+        except OSError as e:
+            self._error = self._error or e
         self._session.close()
         self._thread = None
+        if self._error is not None:  # a truncated poll file would pass for the pass's record: none is kept
+            self.path.unlink(missing_ok=True)
+            raise write_failed(self.path, self._error) from None
 
 
 @contextmanager

@@ -5,6 +5,7 @@ A point is complete only when its manifest says so. The manifest is written last
 """
 from __future__ import annotations
 
+import errno
 import functools
 import gzip
 import hashlib
@@ -75,11 +76,25 @@ def point_dir(part: int | str, rig: str, point: str, data_dir: Path | None = Non
     return rig_dir(part, rig, data_dir) / point
 
 
+class WriteFailed(UserError):
+    """An artefact that could not be written (a full disk, most often): names the path; no partial file is left."""
+
+
+def write_failed(path: Path, error: OSError) -> WriteFailed:
+    """The one-line error for an artefact `path` that could not be written."""
+    why = error.strerror or str(error) or type(error).__name__
+    hint = ("free space on its disk, then rerun the same command (complete "
+            "points are kept)" if error.errno in (errno.ENOSPC, errno.EDQUOT) else
+            "then rerun the same command (complete points are kept)")
+    return WriteFailed(f"could not write {path}: {why}; nothing partial was kept; {hint}")
+
+
 def write_json_atomic(path: Path, obj) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=1, sort_keys=True, default=str)
             f.write("\n")
@@ -87,8 +102,13 @@ def write_json_atomic(path: Path, obj) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 otherwise: the mode of every other artefact
         os.replace(tmp, path)
+    except OSError as e:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise write_failed(path, e) from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
 
 
@@ -127,10 +147,18 @@ def fresh_point_dir(point: Path, replace_complete: bool = False) -> Path:
 
 def compress_large(point: Path, limit: int = COMPRESS_OVER_BYTES) -> None:
     """gzip raw files over `limit` bytes (bench JSON with per-request arrays, long logs), keep the rest."""
-    for f in Path(point).iterdir():
+    for f in sorted(Path(point).iterdir()):
         if f.is_file() and f.suffix != ".gz" and f.name != MANIFEST and f.stat().st_size > limit:
-            with open(f, "rb") as src, gzip.open(f.with_name(f.name + ".gz"), "wb", compresslevel=9) as dst:
-                shutil.copyfileobj(src, dst)
+            gz = f.with_name(f.name + ".gz")
+            try:
+                with open(f, "rb") as src, gzip.open(gz, "wb", compresslevel=9) as dst:
+                    shutil.copyfileobj(src, dst)
+            except OSError as e:  # a truncated .gz would pass for the artefact: only the original stays
+                gz.unlink(missing_ok=True)
+                raise write_failed(gz, e) from None
+            except BaseException:
+                gz.unlink(missing_ok=True)
+                raise
             f.unlink()
 
 

@@ -38,7 +38,7 @@ from .rig import RigProfile
 from .server import (ServerSpec, TerminateAsInterrupt, VllmServer, api_keys, session_dir, shared_machine_warning,
                      stop_requested)
 from .store import (artefact_records, check_run_rig, compress_large, fresh_point_dir, is_complete, read_manifest,
-                    request_throughput, write_json_atomic)
+                    request_throughput, write_failed, write_json_atomic)
 
 WARMUP_SEED = 10_000
 # Before a sweep has timed anything: what a server start and a point are assumed to take (the budget's unit)
@@ -385,7 +385,11 @@ def _copy_log_slice(log_path: Path, start: int, dest: Path) -> int:
             data = f.read()
     except OSError:
         data = b""
-    dest.write_bytes(data)
+    try:
+        dest.write_bytes(data)
+    except OSError as e:  # a truncated copy would pass for the point's log: none is kept
+        dest.unlink(missing_ok=True)
+        raise write_failed(dest, e) from None
     return start + len(data)
 
 
