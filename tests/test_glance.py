@@ -153,3 +153,16 @@ def test_chart_has_no_missing_words_and_rig_colours():
 def test_log_ticks_span_the_values():
     assert glance.log_ticks([49.0, 8650.0]) == [10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0]
     assert glance.log_ticks([]) == [1.0, 10.0]
+
+
+def test_chart_words_name_each_rigs_best_point_and_leave_missing_numbers_out():
+    points = pd.DataFrame([{"rig": "h200", "part": 5, "series": "m fp8", "kind": "decode", "setting": s, "point": s,
+                            "gpus": 1, "output_tok_s": t, "itl_p50_ms": i, "gpu_name": "NVIDIA H200", "power_w": 400.0}
+                           for s, t, i in (("1 streams", 200.0, 5.0), ("64 streams", 6400.0, 10.0))]
+                          + [{"rig": "a10g-published", "part": 3, "series": "m", "kind": "flood", "setting": "cap 1",
+                              "point": "mns-001", "gpus": 1, "output_tok_s": 49.0, "itl_p50_ms": 20.0}])
+    text = glance.chart_words(glance.chart_rows(points, _prices()))
+    assert "most tokens per GPU 6,400 tok/s (part 5, m fp8, 64 streams) at 100 tok/s per user" in text
+    assert "from 2.00 J (part 5, m fp8, 1 streams) to 0.0625 J" in text
+    assert "nan" not in text.lower() and "USD per million tokens" in text
+    assert "a10g-published**: most tokens per GPU 49.0 tok/s (part 3, m, cap 1) at 50.0 tok/s per user." in text

@@ -227,7 +227,8 @@ def matrix_html(m: pd.DataFrame, rigs: list[str]) -> str:
                 detail = r.get(f"{rig} detail") or ""
                 extra = f'<span class="iw-v-detail">{html.escape(detail)}</span>' if detail else ""
                 cells.append(f'<td class="iw-v iw-v-{w.replace(" ", "-")}">{html.escape(w)}{extra}</td>')
-            body.append(f'<tr><td class="iw-v-claim"><a href="{page}#claims">{html.escape(r["claim"])}</a>{post}</td>'
+            title = f' title="{html.escape(r["post"])}"' if r["post"] else ""
+            body.append(f'<tr><td class="iw-v-claim"><a href="{page}#claims"{title}>{html.escape(r["claim"])}</a>{post}</td>'
                         + "".join(cells) + "</tr>")
     return (f'<div class="iw-v-wrap"><table class="iw-verdicts"><thead><tr><th>Claim</th>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table></div>')
@@ -348,7 +349,7 @@ def part3_points(data_dir=None) -> pd.DataFrame:
     t.loc[pub, "gpu_name"] = "NVIDIA A10G"
     t.loc[pub, "served"] = p01.PUBLISHED_PRESET
     t.loc[pub, "point"] = [f"mns-{int(c):03d}" for c in t.loc[pub, "max_num_seqs"]]
-    return t.assign(part=3, kind="flood", series=[f"{m}, a flood per max_num_seqs cap" for m in t["served"]],
+    return t.assign(part=3, kind="flood", series=[str(m) for m in t["served"]],
                     setting=[f"cap {int(c):,}" for c in t["max_num_seqs"]])
 
 
@@ -380,7 +381,7 @@ def _layout_points(t: pd.DataFrame, facts: pd.DataFrame, part: int, key: str) ->
                                      "itl_p50_ms"])
     t = t.drop(columns=[c for c in ("gpu_name",) if c in facts]).merge(facts, on=["rig", "point"], how="left")
     series = [f"{model or preset} {LAYOUT_WORDS.get(v, v)}" for preset, model, v in zip(t["preset"], t["model"], t[key])]
-    setting = [f"cap {int(c):,}" if k == "flood" else f"{int(b):,} streams"
+    setting = [f"cap {int(c):,}" if k == "flood" else f"{int(b):,} stream{'' if int(b) == 1 else 's'}"
                for k, c, b in zip(t["kind"], t["max_num_seqs"], t["batch"])]
     return t.assign(part=part, series=series, setting=setting)
 
@@ -497,4 +498,11 @@ def chart_words(data: pd.DataFrame) -> str:
                      f"{fast['series']}, {fast['setting']}) at {_sig(fast['per_gpu_tok_s'])} tok/s per GPU"
                      f"{cost(fast)}{energy(fast)}")
         lines.append(text + ".")
+        e = d[[known_number(x) for x in d["energy_j_per_token"]]]
+        if len(e) >= 2:
+            lo, hi = e.loc[e["energy_j_per_token"].idxmin()], e.loc[e["energy_j_per_token"].idxmax()]
+            lines.append(f"  Energy per token, on its {len(e)} points with power samples: from "
+                         f"{_sig(hi['energy_j_per_token'])} J (part {int(hi['part'])}, {hi['series']}, {hi['setting']}) "
+                         f"to {_sig(lo['energy_j_per_token'])} J (part {int(lo['part'])}, {lo['series']}, "
+                         f"{lo['setting']}).")
     return "\n".join(lines)
