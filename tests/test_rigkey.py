@@ -106,7 +106,7 @@ def test_notes_fold_behind_a_toggle_and_a_repeat_does_not_say_them_twice(data):
 
 
 def test_no_rig_says_so(data):
-    assert rig_key([], data) == "No rig has measured this part yet."
+    assert rig_key([], data) == "**Rig key**: no rig has measured this part yet."
 
 
 def test_the_repositorys_rigs():

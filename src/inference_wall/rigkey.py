@@ -111,7 +111,7 @@ def rig_key(rigs: Iterable[str], data_dir: Path | None = None, part: int | str |
     behind a toggle. ``part`` limits the recorded vLLM versions to that part's runs (default: all parts)."""
     rigs = list(dict.fromkeys(rigs))
     if not rigs:
-        return "No rig has measured this part yet."
+        return "**Rig key**: no rig has measured this part yet."
     setup = series_setup(data_dir)
     series_vllm = setup.get("vllm_version", "–")
     bullets, folded = [], []
