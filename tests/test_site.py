@@ -6,6 +6,7 @@ local http.server on a free loopback port. A missing build is a failure, not a s
 """
 from __future__ import annotations
 
+import csv
 import functools
 import http.server
 import threading
@@ -438,3 +439,21 @@ def test_download_menu_offers_the_executed_notebook(site, base_url, doc):
     assert status == 200 and notebook["cells"]
     assert any(cell.get("outputs") for cell in notebook["cells"] if cell["cell_type"] == "code"), "not executed"
 
+
+
+@pytest.mark.parametrize("doc", PART_DOCS)
+def test_part_page_links_its_tables_as_csv_and_keys_its_rigs(site, doc):
+    """Every part page links at least one table as CSV (figures.table(csv=...)); each link resolves, within the
+    site, to a CSV with a header row of named columns; and the page shows its rig key (rigkey.rig_key)."""
+    soup = page_soup(doc)
+    hrefs = [a["href"] for a in soup.select("a.iw-csv[href]")]
+    assert hrefs, f"{doc}: no table offered as CSV"
+    page = (SITE / f"{doc}.html").resolve()
+    for href in hrefs:
+        assert not urlsplit(href).scheme and href.endswith(".csv"), href
+        target = (page.parent / href).resolve()
+        assert target.is_relative_to(SITE.resolve()) and target.is_file(), f"{doc}: {href} does not resolve"
+        with target.open(newline="", encoding="utf-8") as handle:
+            header = next(csv.reader(handle), [])
+        assert header and all(name.strip() for name in header), f"{doc}: {href} has no header row"
+    assert "Rig key" in soup.get_text(" "), f"{doc}: no rig key"
