@@ -29,7 +29,8 @@ def step_vs_batch(curve: pd.DataFrame) -> alt.LayerChart:
     tips = [alt.Tooltip("variant:N", title="Server"), alt.Tooltip("batch:Q", title="Batch"),
             alt.Tooltip("step_ms:Q", title="Step (ms)", format=".3g"),
             alt.Tooltip("tok_s:Q", title="Output (tok/s)", format=",.0f")]
-    base = alt.Chart(df).encode(x=figures.log_x("batch", "Sequences decoding (batch)"),
+    top = float(df["batch"].max()) if len(df) else 1.0
+    base = alt.Chart(df).encode(x=figures.log_x("batch", "Sequences decoding (batch)", domain=[1, max(top, 2.0)]),
                                 y=figures.log_y("step_ms", "Step (ms)"), color=_variant_color(df["variant"].unique()),
                                 tooltip=tips)
     return (base.mark_line() + base.mark_point(filled=True, size=45)).properties(width=560, height=320)

@@ -367,7 +367,32 @@ def sampling_cost(points: pd.DataFrame, rig: str, variant: str) -> pd.DataFrame:
     out = out.dropna(how="all", subset=["nofilter", "greedy"])
     out["filter_ms"] = out["server"] - out["nofilter"]
     out["random_ms"] = out["nofilter"] - out["greedy"]
+    # the spread of the server's step between the two halves of its pass: a difference inside it is not a cost
+    f = pts[(pts["variant"] == variant) & (pts["kind"] == "decode") & (pts["sampling"] == "server")].set_index("batch")
+    out["spread_ms"] = [(f.loc[b, "step_hi_ms"] - f.loc[b, "step_lo_ms"]) if b in f.index else math.nan
+                        for b in out.index]
     return out.reset_index(names="batch")
+
+
+def sampling_words(view: dict) -> str | None:
+    """Where the filter's cost stands out of the step's own spread, and where it does not."""
+    sam = view["sampling"]
+    if not len(sam):
+        return None
+    known = sam.dropna(subset=["filter_ms", "spread_ms"])
+    inside = known[known["filter_ms"].abs() <= known["spread_ms"]]
+    outside = known[known["filter_ms"].abs() > known["spread_ms"]]
+    words = []
+    if len(outside):
+        words.append("the filter's cost stands out of the step's own spread (between the two halves of its pass) at "
+                     + ", ".join(f"{int(r.batch)} sequence{'' if r.batch == 1 else 's'} ({_n(r.filter_ms)} ms against "
+                                 f"{_n(r.spread_ms)})"
+                                 for r in outside.itertuples()))
+    if len(inside):
+        words.append("it does not at " + ", ".join(f"{int(r.batch)} ({_n(r.filter_ms)} ms against a spread of "
+                                                    f"{_n(r.spread_ms)})" for r in inside.itertuples())
+                     + ", where the table's difference is not a cost")
+    return ("On " + view["rig"] + ", " + "; ".join(words) + ".") if words else None
 
 
 def host_overlap(points: pd.DataFrame, rig: str, variants: dict) -> pd.DataFrame:
@@ -439,6 +464,12 @@ from ..analysis import Interval  # noqa: E402
 from ..claims import Claim, Judgement, Missing, known_number, missing  # noqa: E402
 
 MAIN = "4b"  # the hybrid model every part uses: the variant the decomposition is read on
+LABELS = {"4b": "4B", "4b-sync": "4B without async scheduling", "0.5b": "0.5B", "9b-fp16": "9B (fp16)",
+          "9b-int4": "9B (4-bit)"}
+
+
+def label(variant: str) -> str:
+    return LABELS.get(variant, variant)
 DENSE = "0.5b"
 
 
@@ -651,7 +682,7 @@ def findings(view: dict) -> list[str]:
         s1 = _step_interval(pts, main, 1).value
         mm, k1, idle = (_component(view, 1, "weights (matmul)"), _component(view, 1, "kernels_ms"),
                         _component(view, 1, "GPU idle"))
-        out.append(f"A single stream of the {main} steps every {_n(s1)} ms, {_n(s1 / f['weights_ms'])}x its weight "
+        out.append(f"A single stream of the {label(main)} steps every {_n(s1)} ms, {_n(s1 / f['weights_ms'])}x its weight "
                    f"floor ({_n(f['weights_bytes'] / 1e9)} GB at {_n(f['bandwidth_gb_s'])} GB/s = "
                    f"{_n(f['weights_ms'])} ms). The trace splits it into the weight matmuls ({_n(mm)} ms, reading at "
                    f"{_n(100 * f['weights_ms'] / mm, 2)}% of the measured bandwidth), every other kernel "
