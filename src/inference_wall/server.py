@@ -195,10 +195,11 @@ def _owner_alive(pid: int | None, started: float | None) -> bool:
     reused pid has another)."""
     if not pid or not _pid_alive(pid):
         return False
-    if started is None:
-        return True
     try:
-        return abs(psutil.Process(pid).create_time() - started) < 1.0
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:  # killed, and not yet reaped by a parent that is gone too
+            return False
+        return started is None or abs(proc.create_time() - started) < 1.0
     except psutil.NoSuchProcess:
         return False
     except psutil.Error:
