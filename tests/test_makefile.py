@@ -84,7 +84,10 @@ def _fake_venv_make_n(tmp_path: Path, version: str) -> str:
     (venv / "pyvenv.cfg").write_text(f"home = /nowhere/bin\ninclude-system-site-packages = false\nversion = {version}\n")
     stamp = venv / ".installed"
     stamp.write_text("")
-    return subprocess.run(["make", "-n", "setup"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    # --no-print-directory: under `make test` the outer make's MAKELEVEL makes this one print its directory,
+    # whose name holds this test's own name ("..._a_venv_built_...")
+    return subprocess.run(["make", "--no-print-directory", "-n", "setup"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60,
                           check=True).stdout
 
 
