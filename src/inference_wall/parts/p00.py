@@ -21,10 +21,17 @@ the shapes (weightbytes, analysis) over the bandwidth the run measured on its GP
 from __future__ import annotations
 
 import json
+import math
+import re
 import tempfile
 from pathlib import Path
 
+import pandas as pd
+
+from ..analysis import Interval, attention_layer_counts, gdn_state_bytes, kv_bytes_per_token_per_layer
 from ..bench import PassSpec, Workload
+from ..claims import Claim, Judgement, Missing, known_number, missing
+from ..store import load_points, open_artefact, pass_summary, read_artefact
 from ..errors import UserError
 from ..sweep import PassPlan, PointPlan
 from ..trace import decode_window_trace
@@ -168,12 +175,8 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
 # ---------------------------------------------------------------------------------------------
 # Replay: the step per point, the trace per step, the components per variant, the claims
 # ---------------------------------------------------------------------------------------------
-import math  # noqa: E402
 
-import pandas as pd  # noqa: E402
 
-from ..analysis import attention_layer_counts, gdn_state_bytes, kv_bytes_per_token_per_layer, linear_fit  # noqa: E402
-from ..store import load_points, open_artefact, pass_summary, read_artefact  # noqa: E402
 
 # Kernel families of a decode step, first match wins (names lower-case). The trace keeps every kernel's name, count
 # and time, so this map can improve without a new run.
@@ -194,8 +197,6 @@ BAND = (0.9, 1.1)  # the parts add up within 10% either way
 
 
 def step_family(name: str) -> str:
-    import re
-
     low = name.lower()
     return next(fam for fam, rx in STEP_FAMILIES if re.search(rx, low))
 
@@ -282,8 +283,6 @@ def trace_steps(kernels: dict, shape: dict) -> float:
     (flash attention, any variant) and, on a hybrid model, each recurrent layer's state kernel once (decode or
     chunked prefill); the larger of the two counts over its layers (a step missing from both would be one
     without attention at all)."""
-    import re
-
     attn = sum(c for n, (c, _) in kernels.items()
                if re.search(ATTENTION_MAIN, n.lower()) and "combine" not in n.lower())
     rec = sum(c for n, (c, _) in kernels.items()
@@ -294,6 +293,9 @@ def trace_steps(kernels: dict, shape: dict) -> float:
     if shape["recurrent_layers"] and rec:
         out.append(rec / shape["recurrent_layers"])
     return max(out) if out else math.nan
+
+
+FILTER_KERNELS = r"topk|top_k|topp|top_p|sort"  # the top-k/top-p filter's kernels (names lower-case)
 
 
 def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
@@ -314,14 +316,16 @@ def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
                 fams: dict[str, float] = {}
                 for n, (_, ms) in kernels.items():
                     fams[step_family(n)] = fams.get(step_family(n), 0.0) + ms
+                topk = sum(t for n, (_, t) in kernels.items() if re.search(FILTER_KERNELS, n.lower()))
                 for fam in COMPONENTS[:-1]:
                     rows.append({"rig": pt.rig, "point": pt.name, "variant": pt.params["variant"],
                                  "batch": int(pt.params["batch"]), "device": sm.get("device"), "family": fam,
                                  "ms_per_step": fams.get(fam, 0.0) / steps if steps else math.nan,
                                  "steps": steps, "mixed": mixed, "busy_ms_per_step": sm["busy_ms"] / steps if steps else math.nan,
-                                 "span_ms_per_step": sm["span_ms"] / steps if steps else math.nan})
+                                 "span_ms_per_step": sm["span_ms"] / steps if steps else math.nan,
+                                 "filter_ms_per_step": topk / steps if steps else math.nan})
     return pd.DataFrame(rows, columns=["rig", "point", "variant", "batch", "device", "family", "ms_per_step", "steps",
-                                       "mixed", "busy_ms_per_step", "span_ms_per_step"])
+                                       "mixed", "busy_ms_per_step", "span_ms_per_step", "filter_ms_per_step"])
 
 
 def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
@@ -460,8 +464,6 @@ def step_curve(points: pd.DataFrame, rig: str) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------
 # A rig's view, its claims and its words
 # ---------------------------------------------------------------------------------------------
-from ..analysis import Interval  # noqa: E402
-from ..claims import Claim, Judgement, Missing, known_number, missing  # noqa: E402
 
 MAIN = "4b"  # the hybrid model every part uses: the variant the decomposition is read on
 LABELS = {"4b": "4B", "4b-sync": "4B without async scheduling", "0.5b": "0.5B", "9b-fp16": "9B (fp16)",
@@ -587,29 +589,13 @@ def judge_filter(view: dict, batch: int = 256) -> Judgement:
     none = _step_interval(pts, view["main"], batch, "nofilter")
     traced = view["traces"]
     row = traced[(traced["variant"] == view["main"]) & (traced["batch"] == batch)]
-    if not len(row):
+    if not len(row) or missing(row["filter_ms_per_step"].iloc[0]):
         raise Missing(f"a trace at batch {batch}")
-    kernel = topk_ms(view, batch)
+    kernel = float(row["filter_ms_per_step"].iloc[0])
     diff = Interval(server.value - none.value, server.low - none.high, server.high - none.low)
     return Judgement(Interval(kernel, kernel, kernel), diff,
                      f"the top-k/top-p kernels take {kernel:.2f} ms per step in the trace at batch {batch}; the step "
                      f"with them minus without ({server.value:.2f} - {none.value:.2f} ms) is {diff.value:.2f} ms")
-
-
-def topk_ms(view: dict, batch: int) -> float:
-    """The top-k/top-p filter's kernels per step (names with topk/top_k/topp/sort) in the trace at `batch`."""
-    import re
-
-    for pt in load_points(NAME, None, [view["rig"]]):
-        if pt.params.get("kind") == "trace" and int(pt.params["batch"]) == batch and pt.params["variant"] == view["main"]:
-            summary = json.loads(read_artefact(pt.path, "trace-summary.json"))
-            for w in summary.get("windows", []):
-                for sm in w.get("summaries", []):
-                    kernels = sm.get("kernels") or {}
-                    steps = trace_steps(kernels, shape_bytes(pt.params["preset"]))
-                    ms = sum(t for n, (_, t) in kernels.items() if re.search(r"topk|top_k|topp|top_p|sort", n.lower()))
-                    return ms / steps
-    raise Missing(f"a trace at batch {batch}")
 
 
 TEN = BAND
@@ -650,9 +636,7 @@ def component_long(view: dict) -> pd.DataFrame:
     if comp is None or not len(comp):
         return pd.DataFrame(columns=["batch", "component", "ms", "share_pct", "order"])
     rows = []
-    for r in comp.itertuples(index=False):
-        r = r._asdict() if hasattr(r, "_asdict") else dict(r)
-        d = dict(zip(comp.columns, comp.loc[comp["batch"] == r["batch"]].iloc[0]))
+    for d in comp.to_dict("records"):
         for i, name in enumerate(COMPONENTS):
             ms = d.get(name)
             if ms is None or missing(ms):
