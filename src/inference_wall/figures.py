@@ -477,3 +477,13 @@ def glue_number(name: str, value) -> None:
     except ImportError:
         return
     glue(name, float(value), display=False)
+
+
+def glue(name: str, value, display: bool = True) -> None:
+    """myst-nb's glue where myst-nb is installed (the book build); elsewhere (a GPU host in run mode, which stages no
+    book toolchain) nothing: the run keeps its raw data, and the prose is rendered by the book."""
+    try:
+        from myst_nb import glue as _glue
+    except ImportError:
+        return
+    _glue(name, value, display=display)
