@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import lzma
 import math
+import re
 import threading
 import time
 from contextlib import contextmanager
@@ -37,6 +38,11 @@ SERIES = {
     "step_tokens_total": ("vllm:iteration_tokens_total_sum",),  # every token any engine step computed
     "steps_total": ("vllm:iteration_tokens_total_count",),
 }
+# The sample lines poll_frame reads: one sample is hundreds of lines (histogram buckets above all), and parsing
+# them all made a pass's frame cost seconds; the other lines cannot change these names' sums (parse_metrics sums
+# a name over its label sets, a sample's name is as written), so only these lines reach the parser.
+_SERIES_LINES = re.compile(r"^[ \t]*(?:" + "|".join(re.escape(n) for names in SERIES.values() for n in names)
+                           + r")(?:[{ \t].*)?$", re.MULTILINE)
 POLL_COLUMNS = ["t", "t_s", "running", "waiting", "kv_usage_pct", "preemptions_total", "prompt_tokens_total",
                 "generation_tokens_total", "step_tokens_total", "steps_total"]
 
@@ -171,7 +177,7 @@ def poll_frame(polls: list[dict]) -> pd.DataFrame:
     for rec in polls:
         if rec.get("status") != 200 or "text" not in rec:
             continue
-        m = parse_metrics(rec["text"])
+        m = parse_metrics("\n".join(_SERIES_LINES.findall(rec["text"])))
         row = {"t": (rec["t0"] + rec.get("t1", rec["t0"])) / 2}
         for key, names in SERIES.items():
             row[key] = _first(m, names)
