@@ -56,3 +56,20 @@ def test_labels_sum_and_lookalike_names_are_left_out():
     assert row["running"] == 5.0 and row["preemptions_total"] == 7.0 and row["kv_usage_pct"] == 25.0
     assert row["step_tokens_total"] == 640.0 and row["steps_total"] == 10.0 and row["t"] == 10.1
     assert pd.isna(row["waiting"])
+
+
+def test_poll_table_is_the_frame_and_is_cached(tmp_path, monkeypatch):
+    from inference_wall import store
+
+    monkeypatch.setenv("IW_CACHE_DIR", str(tmp_path / "cache"))
+    store.clear_memo()
+    pt = next(p for p in load_points("04-kv-starvation", rigs=["h200"])
+              if (p.path / poller.artefact_name("bench")).exists())
+    path = open_artefact(pt.path, poller.artefact_name("bench"))
+    frame = poller.poll_table(path)
+    pd.testing.assert_frame_equal(frame, poller.poll_frame(poller.read_poll_file(path)))
+    assert list((tmp_path / "cache").glob("polls-*/*.pkl"))  # one entry, under a kind that names poller.py's digest
+    store.clear_memo()
+    monkeypatch.setattr(poller, "read_poll_file", lambda p: (_ for _ in ()).throw(AssertionError("parsed again")))
+    pd.testing.assert_frame_equal(poller.poll_table(path), frame)
+    store.clear_memo()

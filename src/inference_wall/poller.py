@@ -10,6 +10,7 @@ gzip's 32 KB does not (a 19 MB pass is 1.7 MB gzipped, 32 KB as xz).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import lzma
 import math
@@ -168,6 +169,18 @@ def _first(metrics: dict, names: tuple[str, ...]) -> float:
         if n in metrics:
             return metrics[n]
     return math.nan
+
+
+# The derived-table cache keys on logs.py and store.py; this module's own reading (SERIES, poll_frame) adds its digest.
+_CACHE_KIND = "polls-" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+
+
+def poll_table(path: Path) -> pd.DataFrame:
+    """poll_frame of a poll artefact (a path from store.open_artefact), parsed once per file version and parser
+    version (store.derived, shared within a process: treat it as read-only)."""
+    from .store import derived
+
+    return derived(_CACHE_KIND, Path(path), lambda: poll_frame(read_poll_file(path)))
 
 
 def poll_frame(polls: list[dict]) -> pd.DataFrame:

@@ -229,11 +229,11 @@ def shape_bytes(preset: str, data_dir=None) -> dict:
 def _window(pt, batch: int):
     """(window, kind): the pure-decode window of the pass, else the window that lets refills' prefills ride along
     ('with prefills'), else (None, None)."""
-    from ..poller import artefact_name, poll_frame, read_poll_file
+    from ..poller import artefact_name, poll_table
     from ..steady import decode_window
 
     try:
-        frame = poll_frame(read_poll_file(open_artefact(pt.path, artefact_name("bench"))))
+        frame = poll_table(open_artefact(pt.path, artefact_name("bench")))
     except FileNotFoundError:
         return None, None, math.nan
     top = float(frame["running"].max()) if len(frame) else math.nan

@@ -206,11 +206,11 @@ def plan(p: dict, profile, pools: dict | None = None, data_dir=None) -> list[Poi
 # ---------------------------------------------------------------------------------------------
 
 def _polls(pt) -> pd.DataFrame:
-    from ..poller import artefact_name, poll_frame, read_poll_file
+    from ..poller import artefact_name, poll_table
     from ..store import open_artefact
 
     try:
-        return poll_frame(read_poll_file(open_artefact(pt.path, artefact_name("bench"))))
+        return poll_table(open_artefact(pt.path, artefact_name("bench")))
     except FileNotFoundError:
         return pd.DataFrame()
 
