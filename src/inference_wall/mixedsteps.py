@@ -1,0 +1,288 @@
+"""Mixed steps: what the GPU ran while engine steps carried a long prompt's prefill chunks beside the background's
+decodes, from part 2's profiler windows (data/runs/02-prefill-freeze/<rig>/<config>-trace/), split into the kernel
+families of part 0's decode steps (p00.step_family), beside the same configuration's untraced injections.
+
+One row per traced configuration (chunking off, budgets 512, 2,048, 8,192 on the h200): the injection window (the
+torch profiler on from just before the long prompt is sent to its last token, trace.TracedInjection), its span (first
+kernel to last), its GPU busy time (the kernels', copies' and sets' durations summed) and busy share, the split by
+family, the engine steps the window held, and time per step.
+
+The family split. A point keeps, per window, trace.py's own family sums (trace.FAMILIES), its 12 longest kernels by
+name, and the raw trace only when small. Where the raw trace is kept, every kernel is placed by p00.step_family
+(`split_from` "every kernel"). Elsewhere the 12 longest kernels are placed by p00.step_family and the rest of each of
+trace.py's families goes to the family of part 0 that TRACE_TO_STEP maps it to (`split_from` "families + top 12";
+`mapped_ms`: the time placed by that map, not by a kernel's name). The maps differ where trace.py calls a kernel
+"other" that part 0 files as recurrent state (merge_16x16_to_64x64_inverse, solve_tril, recompute_w_u): where a row
+has both, `map_misplaced_ms` is the time the mapped split puts in another family than the kernel-by-kernel one, the
+measure of that approximation.
+
+Named kernels. `kernels_known`: whether every kernel of the window is known by name ("all") or only its 12
+longest ("top 12"); `gdn_chunk_kernels_ms`: the recurrent-state kernels of the chunked algorithm (GDN_CHUNK) among
+them (with only the top 12 known, a lower bound); `top_gdn_kernel` / `top_memory_kernel`: the longest named kernel
+of the recurrent-state and of the memory family, with its time.
+
+Steps. `chunk_steps`: the steps that carried the prompt, counted in the traced point's iteration log
+(p02.point_injections; it counts steps even where, under asynchronous scheduling, it does not time them), else
+ceil(prompt_len / budget) (`chunk_steps_from` says which; `chunk_steps_formula` is the ceiling beside it);
+`output_steps`: the long request's completion tokens after the first (the last chunk's step gives the first);
+`steps` = the two added. Per-step values (`busy_per_step_ms`, `<family>_per_step_ms`) divide the window's kernel time
+by `steps`, and `busy_per_chunk_step_ms` by `chunk_steps` alone: both are upper bounds, on the mean step's and on
+a chunk step's GPU time, because every kernel of the window is counted, the decodes riding along in the same steps
+included, and the window also holds steps of the background alone (before the prompt's first chunk is scheduled
+and after its last token) that these counts leave out.
+
+Beside it, from part 2's untraced measured injections of the same prompt length and budget (p02.injection_table,
+p02.chunk_step_table): `chunk_step_ms`, the mean step that carried the prompt (its TTFT in the stream over those
+steps; with chunking off the one step), `prefill_ms`, the prompt's unchunked prefill (its TTFT alone on the idle
+server with chunking off), and `prefill_share_ms` = prefill_ms x budget / prompt_len (the whole of it with chunking
+off): what a chunk would cost if it cost only its share of the prefill; `step_over_share` = chunk_step_ms /
+prefill_share_ms; `non_kernel_ms_min` = chunk_step_ms - busy_per_chunk_step_ms, or 0 where that is negative (the bound then
+says nothing): the least of the untraced step that is not kernel time, if its kernels ran no longer untraced than
+traced (not measured). The profiler lengthens what it records:
+`profiler_ratio` = the traced prompt's TTFT / the median untraced TTFT (`untraced_ttft_ms`) at the same length and
+budget.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from . import trace
+from .parts import p02
+from .parts.p00 import STEP_FAMILIES, step_family
+from .store import load_points, open_artefact, read_artefact
+
+# part 0's families (p00.STEP_FAMILIES, each once, in its order) and the table's short key for each
+FAMILY_KEYS = {"recurrent state (GDN)": "gdn", "attention": "attention", "sampling": "sampling",
+               "weights (matmul)": "matmul", "memory copies": "memory", "norms, activations, other": "other"}
+FAMILIES = list(dict.fromkeys(name for name, _ in STEP_FAMILIES))
+
+# trace.py's families (trace.FAMILIES and its fallback "other") onto part 0's
+TRACE_TO_STEP = {"attention": "attention", "linear attention (GDN)": "recurrent state (GDN)",
+                 "matmul": "weights (matmul)", "norm": "norms, activations, other",
+                 "activation": "norms, activations, other", "rotary": "norms, activations, other",
+                 "sampling": "sampling", "memory": "memory copies", "elementwise": "norms, activations, other",
+                 "other": "norms, activations, other"}
+
+# the chunked (prefill) algorithm's kernels among the recurrent-state ones (not the decode's fused_recurrent, not
+# the convolution)
+GDN_CHUNK = r"chunk_|merge_16x16|solve_tril|recompute_w_u"
+
+COLUMNS = (["rig", "config", "budget", "prompt_len", "span_ms", "busy_ms", "busy_pct", "events"]
+           + [f"{k}_ms" for k in FAMILY_KEYS.values()]
+           + ["split_from", "mapped_ms", "map_misplaced_ms", "gdn_chunk_kernels_ms", "kernels_known",
+              "top_gdn_kernel", "top_gdn_ms", "top_memory_kernel", "top_memory_ms",
+              "chunk_steps", "chunk_steps_from", "chunk_steps_formula", "output_steps", "steps",
+              "busy_per_step_ms", "busy_per_chunk_step_ms"]
+           + [f"{k}_per_step_ms" for k in FAMILY_KEYS.values()]
+           + ["traced_ttft_ms", "untraced_ttft_ms", "profiler_ratio", "chunk_step_ms", "prefill_ms",
+              "prefill_share_ms", "step_over_share", "non_kernel_ms_min"])
+
+# what the page shows (the lead picks): the window, the split per step, the untraced step against its share
+PAGE_COLUMNS = ["config", "span_ms", "busy_ms", "busy_pct", "steps", "busy_per_step_ms", "busy_per_chunk_step_ms",
+                "matmul_per_step_ms", "gdn_per_step_ms", "attention_per_step_ms", "memory_per_step_ms",
+                "sampling_per_step_ms", "other_per_step_ms", "chunk_step_ms", "prefill_share_ms", "profiler_ratio"]
+
+
+def short_name(kernel: str) -> str:
+    """A kernel's function name without 'void', its namespaces and its template or argument lists."""
+    name = re.sub(r"^void\s+", "", kernel.strip())
+    name = re.split(r"[<(]", name, maxsplit=1)[0]
+    return name.split("::")[-1] or kernel
+
+
+def family_split(summary: dict, kernels: dict | None = None) -> dict:
+    """Part 0's family split of one trace window's GPU time. `summary`: one entry of a window's `summaries`
+    (trace.summarise: families_ms, top_ms, busy_ms); `kernels`: name -> [count, ms] of every kernel
+    (trace.kernel_table of the raw trace), when kept. Returns ms per family of part 0 (every family, 0 where none),
+    `split_from`, `mapped_ms` (time placed by TRACE_TO_STEP rather than by kernel name) and `known`: the kernels
+    named in it (name -> ms; all of them, or the top 12)."""
+    out = dict.fromkeys(FAMILIES, 0.0)
+    if kernels is not None:
+        known = {name: float(ms) for name, (_, ms) in kernels.items()}
+        for name, ms in known.items():
+            out[step_family(name)] += ms
+        return {"families": out, "split_from": "every kernel", "mapped_ms": 0.0, "known": known}
+    known = {}
+    for name, ms in summary.get("top_ms", []):
+        known[name] = known.get(name, 0.0) + float(ms)
+    rest = {fam: float(ms) for fam, ms in summary["families_ms"].items()}
+    for name, ms in known.items():
+        out[step_family(name)] += ms
+        fam = trace.family(name)
+        rest[fam] = rest.get(fam, 0.0) - ms
+    mapped = 0.0
+    for fam, ms in rest.items():
+        ms = max(ms, 0.0)  # a family whose top kernels hold all of it (a float's rounding below zero)
+        out[TRACE_TO_STEP[fam]] += ms
+        mapped += ms
+    return {"families": out, "split_from": "families + top 12", "mapped_ms": mapped, "known": known}
+
+
+def misplaced_ms(a: dict, b: dict) -> float:
+    """The time two splits of the same window place in different families (half the summed differences)."""
+    return sum(abs(a.get(f, 0.0) - b.get(f, 0.0)) for f in FAMILIES) / 2
+
+
+def _top(known: dict, family: str, pattern: str | None = None) -> tuple[str | None, float]:
+    hits = [(ms, name) for name, ms in known.items()
+            if step_family(name) == family and (pattern is None or re.search(pattern, name.lower()))]
+    if not hits:
+        return None, math.nan
+    ms, name = max(hits)
+    return short_name(name), ms
+
+
+def _raw_kernels(pt, window: dict, summary: dict) -> dict | None:
+    """The kernel table of a window's raw trace where the point kept it, else None."""
+    if summary.get("file") not in (window.get("kept") or []):
+        return None
+    try:
+        path = open_artefact(pt.path, f"trace-{window['window']}-{summary['file']}")
+    except FileNotFoundError:
+        return None
+    return trace.kernel_table(trace.read_trace(path))
+
+
+def _untraced(inj: pd.DataFrame, steps: pd.DataFrame, rig: str, budget: int, n: int) -> dict:
+    """The untraced injections' TTFT, mean step that carried the prompt, unchunked prefill and its share."""
+    same = inj[(inj["rig"] == rig) & (inj["budget"] == budget) & (inj["prompt_len"] == n)]
+    off = inj[(inj["rig"] == rig) & (inj["budget"] == p02.OFF) & (inj["prompt_len"] == n)]
+    prefill = float(off["solo_ttft_ms"].median()) if len(off) else math.nan
+    if budget == p02.OFF:  # the one step that carried the whole prompt: chunk_step_table's definition
+        carried = same[same["prefill_steps"] > 0]
+        step = float((carried["ttft_ms"] / carried["prefill_steps"]).median()) if len(carried) else math.nan
+    else:
+        at = steps[(steps["rig"] == rig) & (steps["budget"] == budget) & (steps["prompt_len"] == n)]
+        step = float(at["mean_step_ms"].iloc[0]) if len(at) else math.nan
+    return {"untraced_ttft_ms": float(same["ttft_ms"].median()) if len(same) else math.nan, "chunk_step_ms": step,
+            "prefill_ms": prefill,
+            "prefill_share_ms": prefill * (min(budget, n) if budget != p02.OFF else n) / n}
+
+
+def mixed_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """One row per traced configuration of part 2 (see the module's docstring for every column)."""
+    traced = [pt for pt in load_points(p02.NAME, data_dir, rigs) if pt.params.get("kind") == "trace"]
+    if not traced:
+        return pd.DataFrame(columns=COLUMNS)
+    inj = p02.injection_table(data_dir, sorted({pt.rig for pt in traced}))
+    steps = p02.chunk_step_table(inj)
+    rows = []
+    for pt in traced:
+        summary = json.loads(read_artefact(pt.path, "trace-summary.json"))
+        window = next((w for w in summary.get("windows", []) if w["window"] == "injection" and w.get("summaries")),
+                      None)
+        if window is None:
+            continue
+        sm = window["summaries"][0]
+        budget, n = int(pt.params["budget"]), int(pt.params["prompt_len"])
+        kernels = _raw_kernels(pt, window, sm)
+        split = family_split(sm, kernels)
+        check = misplaced_ms(family_split(sm)["families"], split["families"]) if kernels is not None else math.nan
+        rec = json.loads(read_artefact(pt.path, "bench-inject.json"))["injections"][0]
+        ours = p02.point_injections(pt)
+        logged = int(ours["prefill_steps"].iloc[0]) if len(ours) else 0
+        formula = 1 if budget == p02.OFF else math.ceil(n / budget)
+        chunk_steps = logged or formula
+        output_steps = max(int(rec.get("completion_tokens") or 0) - 1, 0)
+        total = chunk_steps + output_steps
+        fam = split["families"]
+        busy = float(sm["busy_ms"])
+        gdn_name, gdn_ms = _top(split["known"], "recurrent state (GDN)")
+        mem_name, mem_ms = _top(split["known"], "memory copies")
+        chunk_known = [ms for name, ms in split["known"].items()
+                       if step_family(name) == "recurrent state (GDN)" and re.search(GDN_CHUNK, name.lower())]
+        traced_ttft = float(ours["ttft_ms"].iloc[0]) if len(ours) else math.nan
+        row = {"rig": pt.rig, "config": p02.config_label(budget), "budget": budget, "prompt_len": n,
+               "span_ms": float(sm["span_ms"]), "busy_ms": busy,
+               "busy_pct": 100 * busy / sm["span_ms"] if sm["span_ms"] else math.nan, "events": int(sm["events"]),
+               **{f"{FAMILY_KEYS[f]}_ms": fam[f] for f in FAMILIES},
+               "split_from": split["split_from"], "mapped_ms": split["mapped_ms"], "map_misplaced_ms": check,
+               "gdn_chunk_kernels_ms": float(sum(chunk_known)),
+               "kernels_known": "all" if kernels is not None else "top 12",
+               "top_gdn_kernel": gdn_name, "top_gdn_ms": gdn_ms, "top_memory_kernel": mem_name,
+               "top_memory_ms": mem_ms,
+               "chunk_steps": chunk_steps, "chunk_steps_from": "iteration log" if logged else "ceil(prompt / budget)",
+               "chunk_steps_formula": formula, "output_steps": output_steps, "steps": total,
+               "busy_per_step_ms": busy / total, "busy_per_chunk_step_ms": busy / chunk_steps,
+               **{f"{FAMILY_KEYS[f]}_per_step_ms": fam[f] / total for f in FAMILIES},
+               "traced_ttft_ms": traced_ttft, **_untraced(inj, steps, pt.rig, budget, n)}
+        row["profiler_ratio"] = traced_ttft / row["untraced_ttft_ms"]
+        row["step_over_share"] = row["chunk_step_ms"] / row["prefill_share_ms"]
+        row["non_kernel_ms_min"] = max(row["chunk_step_ms"] - row["busy_per_chunk_step_ms"], 0.0)
+        rows.append(row)
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    order = out["budget"].where(out["budget"] != p02.OFF, 10**9)
+    return out.assign(_o=order).sort_values(["rig", "_o"], ascending=[True, False]).drop(columns="_o").reset_index(
+        drop=True)
+
+
+def sig(x: float, digits: int = 3) -> str:
+    """At most `digits` significant figures, thousands separated, never scientific notation."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    if x == 0:
+        return "0"
+    x = float(f"{x:.{digits}g}")
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(x)))))
+    return f"{x:,.{decimals}f}"
+
+
+def mixed_words(table: pd.DataFrame, rig: str | None = None) -> list[str]:
+    """1-3 sentences for the page from the table alone (every number a cell of it, at most 3 significant figures):
+    on `rig` (default: the first in the table by name), the smallest traced budget against
+    chunking off (or, without it, the largest budget): the window's GPU busy share and the profiler's lengthening;
+    the recurrent-state (GDN) chunk kernels and the memory ops; the untraced chunk step against its share of the
+    prefill, with the traced kernel time per chunk step. Causes not measured are named as candidates."""
+    if table is None or not len(table):
+        return []
+    out = []
+    rig = rig or sorted(set(table["rig"]))[0]
+    t = table[table["rig"] == rig]
+    chunked = t[t["budget"] != p02.OFF].sort_values("budget")
+    if not len(chunked):
+        return []
+    small = chunked.iloc[0]
+    ref = t[t["budget"] == p02.OFF]
+    ref = ref.iloc[0] if len(ref) else (chunked.iloc[-1] if len(chunked) > 1 else None)
+    b = f"budget {int(small.budget):,}"
+    against = None if ref is None else ("with chunking off" if ref.budget == p02.OFF else f"at budget {int(ref.budget):,}")
+    s = (f"On {rig}, in the profiler's window of the long prompt at {b} the GPU ran kernels for "
+         f"{sig(small.busy_ms)} of {sig(small.span_ms)} ms ({sig(small.busy_pct)}%)")
+    if ref is not None:
+        s += f", against {sig(ref.busy_ms)} of {sig(ref.span_ms)} ms ({sig(ref.busy_pct)}%) {against}"
+    ratios = [r.profiler_ratio for r in (small, ref) if r is not None and math.isfinite(r.profiler_ratio)]
+    if math.isfinite(small.profiler_ratio):
+        verb = (", so the profiler lengthened what it recorded" if min(ratios) > 1 else
+                ", so the profiler shortened none of it" if min(ratios) >= 1 else "")
+        s += (f"; the traced prompt's TTFT was {sig(small.profiler_ratio)}x the untraced one at {b}"
+              + (f" and {sig(ref.profiler_ratio)}x {against}" if ref is not None and math.isfinite(ref.profiler_ratio)
+                 else "") + verb)
+    out.append(s + ".")
+    if ref is not None:
+        s = (f"The recurrent-state (GDN) kernels took {sig(small.gdn_ms)} ms of the window at {b} against "
+             f"{sig(ref.gdn_ms)} ms {against}")
+        if small.top_gdn_kernel:
+            s += (f", the longest of them {small.top_gdn_kernel} with {sig(small.top_gdn_ms)} ms in the "
+                  f"{int(small.chunk_steps)} steps that carried the prompt")
+            if ref.top_gdn_kernel == small.top_gdn_kernel:
+                s += f" against {sig(ref.top_gdn_ms)} ms in {int(ref.chunk_steps)}"
+        s += f"; the memory ops took {sig(small.memory_ms)} ms against {sig(ref.memory_ms)} ms"
+        if small.top_memory_kernel:
+            s += f" (the longest {small.top_memory_kernel}, {sig(small.top_memory_ms)} ms)"
+        out.append(s + ".")
+    if math.isfinite(small.chunk_step_ms) and math.isfinite(small.prefill_share_ms):
+        s = (f"Untraced, a step that carried a chunk at {b} took {sig(small.chunk_step_ms)} ms, "
+             f"{sig(small.step_over_share)}x its {sig(small.prefill_share_ms)} ms share of the "
+             f"unchunked prefill, while the traced window holds at most {sig(small.busy_per_chunk_step_ms)} ms of "
+             f"kernels per chunk step")
+        gap = small.non_kernel_ms_min
+        if gap > 0:
+            s += (f": if its kernels ran no longer untraced than traced (not measured), at least {sig(gap)} ms of the "
+                  "untraced step is not kernel time, for which host work between the kernels is a candidate")
+        out.append(s + ".")
+    return out[:3]
