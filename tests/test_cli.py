@@ -73,7 +73,8 @@ def test_reproduce_exits_3_when_points_are_left_for_a_later_run(tmp_path, monkey
     args = argparse.Namespace(part="3", rig="my-rig", data_dir=tmp_path, set=['caps=[1,4]'], points=None)
     assert cli._left_over(args) == 3
     for name in ("mns-001", "mns-004"):
-        store.write_json_atomic(store.point_dir(3, "my-rig", name, tmp_path) / "manifest.json", {"status": "complete"})
+        store.write_json_atomic(store.point_dir(3, "my-rig", name, tmp_path) / "manifest.json",
+                                {"status": "complete", "part": "03-batching-cliff", "rig": "my-rig", "point": name})
     assert cli._left_over(args) == 0
     args.points = ["mns-001"]
     (store.point_dir(3, "my-rig", "mns-004", tmp_path) / "manifest.json").unlink()

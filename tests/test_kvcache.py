@@ -121,7 +121,8 @@ def _logged_start(data_dir, preset, block, part="03-batching-cliff", rig="my-rig
     point = data_dir / "runs" / part / rig / "point"
     point.mkdir(parents=True)
     (point / "manifest.json").write_text(json.dumps(
-        {"status": "complete", "model": {"preset": preset}, "session": {"has_startup": True, "server_started": 1}}))
+        {"status": "complete", "part": part, "rig": rig, "point": "point", "model": {"preset": preset},
+         "session": {"id": "s", "has_startup": True, "server_started": 1}}))
     (point / "server.log").write_text(LOG_OVERRIDE.replace("size to 528 tokens", f"size to {block} tokens"))
 
 
@@ -155,11 +156,11 @@ def test_a_rig_pool_fixed_by_its_profile_needs_no_start(tmp_path):
 def _start(data_dir, part, log, started, command=None, preset="qwen3.5-4b", rig="my-rig"):
     point = data_dir / "runs" / part / rig / f"point-{started}"
     point.mkdir(parents=True)
-    session = {"has_startup": True, "server_started": started}
+    session = {"id": f"s{started}", "has_startup": True, "server_started": started}
     if command is not None:
         session["server_command"] = command
-    (point / "manifest.json").write_text(json.dumps({"status": "complete", "model": {"preset": preset},
-                                                     "session": session}))
+    (point / "manifest.json").write_text(json.dumps({"status": "complete", "part": part, "rig": rig, "point": point.name,
+                                                     "model": {"preset": preset}, "session": session}))
     (point / "server.log").write_text(log)
 
 

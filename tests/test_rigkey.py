@@ -30,7 +30,8 @@ def profile(data, rig, **raw):
 def manifest(data, part, rig, point, vllm, source="dummy", status="complete"):
     folder = point_dir(part, rig, point, data)
     folder.mkdir(parents=True)
-    (folder / MANIFEST).write_text(json.dumps({"status": status, "rig": rig, "rig_info": {"vllm": vllm},
+    (folder / MANIFEST).write_text(json.dumps({"status": status, "part": folder.parent.parent.name, "rig": rig,
+                                               "point": point, "rig_info": {"vllm": vllm},
                                                "model": {"source": source}}))
 
 

@@ -86,6 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
                                            "the part's notebook and, on a GPU host without vLLM, 'needs: make vllm-gpu'")
     ck.add_argument("--part", required=True)
     ck.add_argument("--rig", required=True)
+
+    mg = sub.add_parser("migrate-records", help="bring format-1 manifests to the current format once (their artefacts' "
+                                                "sizes and hashes recorded, so every point is checked on read)",
+                        description="Write each format-1 manifest under DATA_DIR/runs once in the current format: "
+                                    "the size and sha256 of each of its point's files (hashes it already records "
+                                    "are checked against the files, never replaced) and its format. A point whose "
+                                    "files do not match its manifest is named and left as it is.")
+    mg.add_argument("--data-dir", type=Path, default=REPO / "data", help="data folder (default: the repo's data/)")
+    mg.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 while any format-1 manifest is left, naming them")
     return ap
 
 
@@ -146,6 +156,8 @@ def _dispatch(args) -> int:
         if gpuenv.needs_gpu_venv(profile, sys.executable, info):
             print("needs: make vllm-gpu")
         return 0
+    if args.command == "migrate-records":
+        return _migrate_records(args)
     if args.command == "plan":
         from . import parts
         from .store import rig_dir
@@ -179,6 +191,35 @@ def _dispatch(args) -> int:
             _check_machine(args)
             return _reproduce(args)
     raise AssertionError(args.command)
+
+
+def _migrate_records(args) -> int:
+    """migrate-records: 0 when no format-1 manifest is left, 1 otherwise (each left one named, with why)."""
+    from .lock import writer_lock
+    from .store import format_1_points, migrate_record, migration_problems, runs_dir
+
+    if not runs_dir(args.data_dir).is_dir():
+        raise UserError(f"--data-dir {args.data_dir}: no runs/ folder in it (give the data folder that holds runs/)")
+    points = format_1_points(args.data_dir)
+    left = 0
+    for point in points:
+        where = point.relative_to(runs_dir(args.data_dir))
+        if args.check:
+            problems = migration_problems(point)
+            print(f"format 1: {where}" + (f" (cannot migrate: {'; '.join(problems)})" if problems else ""))
+            left += 1
+            continue
+        with writer_lock(point.parent, f"rig folder {point.parent.relative_to(runs_dir(args.data_dir))}"):
+            problems = migrate_record(point)
+        if problems:
+            print(f"left at format 1: {where}: {'; '.join(problems)}")
+            left += 1
+    if args.check:
+        print(f"{left} format-1 manifest(s) left" + ("; migrate them: python -m inference_wall migrate-records"
+                                                       if left else ""))
+    else:
+        print(f"migrated {len(points) - left} format-1 manifest(s); left {left}")
+    return 1 if left else 0
 
 
 def _writer(args):

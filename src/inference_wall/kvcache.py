@@ -130,7 +130,7 @@ def pool_of_point(point, data_dir: Path | None = None) -> KVPool | None:
     report = point.startup()
     if report is None:
         return None
-    preset = (point.manifest.get("model") or {}).get("preset")
+    preset = point.record.model.get("preset")
     if not preset:
         return None
     return pool_from_report(report, ModelLayout.from_preset(preset, data_dir))
@@ -143,7 +143,8 @@ def rig_pool(rig_dir: Path, preset: str, data_dir: Path | None = None, serve_arg
     latest server start recorded for that preset in any part of the rig (`rig_dir` is one part's folder;
     its siblings are the other parts) whose pool-sizing flags are the profile's: a start that a part sized
     itself (part 4's `--num-gpu-blocks-override`) says nothing of the pool the rig's other servers get."""
-    from .store import log_startup, open_artefact, read_manifest
+    from .record import read_record
+    from .store import log_startup, open_artefact
 
     try:
         layout = ModelLayout.from_preset(preset, data_dir)
@@ -161,15 +162,15 @@ def rig_pool(rig_dir: Path, preset: str, data_dir: Path | None = None, serve_arg
         if not part_dir.is_dir():
             continue
         for pdir in part_dir.iterdir():
-            m = read_manifest(pdir) if pdir.is_dir() else None
-            if not m or m.get("status") != "complete" or not (m.get("session") or {}).get("has_startup"):
+            rec = read_record(pdir) if pdir.is_dir() else None
+            if not rec or not rec.complete or not (rec.session and rec.session.has_startup):
                 continue
-            if (m.get("model") or {}).get("preset") != preset:
+            if rec.model.get("preset") != preset:
                 continue
-            command = (m.get("session") or {}).get("server_command")
+            command = rec.session.server_command
             if command is not None and pool_flags(command) != wanted:
                 continue  # a start whose pool another part sized on purpose (part 4's overrides) is not the rig's
-            starts.append(((m.get("session") or {}).get("server_started") or 0, pdir))
+            starts.append((rec.session.server_started or 0, pdir))
     for _, pdir in sorted(starts, reverse=True):
         pool = pool_from_report(log_startup(open_artefact(pdir, "server.log")), layout)
         if pool is not None:
@@ -222,11 +223,12 @@ def _block_size_from_args(args: list[str]) -> int | None:
 def _logged_block_size(runs: Path, preset: str) -> int | None:
     """The attention block size a hybrid model's start logged on any rig (vLLM derives it from the model's
     page sizes, not from the pool's size)."""
-    from .store import log_startup, open_artefact, read_manifest
+    from .record import read_record
+    from .store import log_startup, open_artefact
 
     for log in sorted(runs.glob("*/*/*/server.log*")):
-        m = read_manifest(log.parent)
-        if m and (m.get("model") or {}).get("preset") == preset and (m.get("session") or {}).get("has_startup"):
+        rec = read_record(log.parent)
+        if rec and rec.model.get("preset") == preset and rec.session and rec.session.has_startup:
             block = log_startup(open_artefact(log.parent, "server.log")).block_size
             if block:
                 return block

@@ -11,16 +11,21 @@ A manifest from a newer format, a missing key that every version had, or a value
 one-line error naming the manifest. Keys this module does not know (a part's own, e.g. `parameters`)
 are kept in `extra` and written back unchanged, so a record round-trips to the same dict.
 Reading attributes instead of dict keys makes a typo an AttributeError rather than a silent None.
+
+This module is the only reader of a point's manifest.json (`read_record`, and `read_manifest` for the dict as
+written, checked as a record); `store.migrate_record` brings a format-1 manifest to the current format.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from .errors import UserError
 
 FORMAT_VERSION = 2
+MANIFEST = "manifest.json"
 
 
 class BadRecord(UserError):
@@ -167,6 +172,22 @@ class PointRecord:
     def pass_(self, label: str) -> PassRecord | None:
         return next((p for p in self.passes if p.label == label), None)
 
+    @property
+    def vllm_version(self) -> str | None:
+        """The vLLM version the rig capture of this point's run found (`rig_info.vllm`)."""
+        return self.rig_info.get("vllm")
+
+    @property
+    def gpu_name(self) -> str | None:
+        """The GPU the point ran on, as nvidia-smi (else torch) named it; None on a machine without one."""
+        return (self.rig_info.get("gpu") or {}).get("name") or self.rig_info.get("gpu_name_torch") or None
+
+    @property
+    def serve_flags(self) -> dict[str, str | None] | None:
+        """The flags of the point's `vllm serve` command (serve_flags); None where the session recorded none."""
+        command = self.session.server_command if self.session is not None else None
+        return serve_flags(command) if command is not None else None
+
 
 def _build(cls, d: dict):
     known = {f.name for f in fields(cls)} - {"extra"}
@@ -198,3 +219,96 @@ def new_manifest(fields_: dict) -> dict:
     return PointRecord.from_dict(fields_, "new manifest").to_dict()
 
 
+def _load(point: Path) -> tuple[dict, PointRecord] | None:
+    """(the dict as written, its record) of point folder `point`'s manifest; None where the folder has none."""
+    path = Path(point) / MANIFEST
+    try:
+        text = path.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        raw = json.loads(text)
+    except ValueError as e:
+        raise BadRecord(f"{path}: not valid JSON ({e})") from None
+    return raw, PointRecord.from_dict(raw, path)
+
+
+def read_manifest(point: Path) -> dict | None:
+    """The manifest of point folder `point` as written (the dict), once checked as a PointRecord; None where the
+    folder has none. Not JSON, or not a record: a one-line error naming the file."""
+    loaded = _load(point)
+    return None if loaded is None else loaded[0]
+
+
+def read_record(point: Path) -> PointRecord | None:
+    """The typed record of point folder `point`'s manifest; None where the folder has none (errors as
+    read_manifest's)."""
+    loaded = _load(point)
+    return None if loaded is None else loaded[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Points combined in one fit or spread: the same vLLM, GPU and serve flags, or the page says what differs
+# ---------------------------------------------------------------------------------------------
+
+SESSION_FLAGS = ("--host", "--port")  # a server's own address: every session has another, the setup is the same
+VLLM_VERSION, GPU_NAME, SERVE_COMMAND = "vLLM version", "GPU", "serve command"
+
+
+def serve_flags(command: list) -> dict[str, str | None]:
+    """{flag: value} of a `vllm serve` command line: every `--flag value` and `--flag=value` after `serve` (the
+    last one given wins, as in vLLM's parser), a flag followed by another flag or by nothing with value None;
+    the positional model and the server's own --host and --port are left out."""
+    args = [str(a) for a in command or []]
+    if "serve" in args:
+        args = args[args.index("serve") + 1:]
+    out: dict[str, str | None] = {}
+    i = 0
+    while i < len(args):
+        name, eq, value = args[i].partition("=")
+        if not name.startswith("--"):
+            i += 1
+            continue
+        if eq:
+            out[name] = value
+        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+            out[name], i = args[i + 1], i + 1
+        else:
+            out[name] = None
+        i += 1
+    for flag in SESSION_FLAGS:
+        out.pop(flag, None)
+    return out
+
+
+def _as_record(point) -> PointRecord:
+    if isinstance(point, PointRecord):
+        return point
+    if isinstance(point, dict):
+        return PointRecord.from_dict(point)
+    return point.record  # store.PointData
+
+
+def setup_differences(points: Iterable, varied: Iterable[str] = ()) -> list[str]:
+    """The keys on which the points combined in one fit or spread differ: "vLLM version", "GPU", and each serve
+    flag (as the command line names it) whose value is not the same on every point, or that some points' commands
+    lack ("serve command" where some points recorded none); the flags in `varied` (what the points vary on
+    purpose, e.g. --max-num-seqs across caps) and each session's --host and --port are not compared. Empty when
+    the points share their setup. `points`: PointRecords, store.PointData or manifest dicts."""
+    records = [_as_record(p) for p in points]
+    skip = set(varied)
+    out = []
+    if len({r.vllm_version for r in records}) > 1:
+        out.append(VLLM_VERSION)
+    if len({r.gpu_name for r in records}) > 1:
+        out.append(GPU_NAME)
+    flags = [r.serve_flags for r in records]
+    if len({f is None for f in flags}) > 1:
+        out.append(SERVE_COMMAND)
+    known = [f for f in flags if f is not None]
+    names = list(dict.fromkeys(name for f in known for name in f))
+    _absent = object()
+    for name in names:
+        if name not in skip and len({f.get(name, _absent) for f in known}) > 1:
+            out.append(name)
+    return out

@@ -16,16 +16,18 @@ import pickle
 import platform
 import re
 import shutil
+import subprocess
 import tempfile
 import zlib
 from pathlib import Path
 
 from .errors import LogParseError, UserError
+from .record import FORMAT_VERSION, MANIFEST, PointRecord, read_manifest, read_record  # noqa: F401  (record.py is
+# the one reader of manifests; callers that read one through the store import it from here)
 from .schema import PARTS, PUBLISHED_RIG
 
 REPO = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO / "data"
-MANIFEST = "manifest.json"
 RIG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 COMPRESS_OVER_BYTES = 256 * 1024
 
@@ -118,19 +120,9 @@ def _umask() -> int:
     return mask
 
 
-def read_manifest(point: Path) -> dict | None:
-    path = Path(point) / MANIFEST
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except ValueError as e:
-        raise UserError(f"{path}: not valid JSON ({e})")
-
-
 def is_complete(point: Path) -> bool:
-    m = read_manifest(point)
-    return bool(m) and m.get("status") == "complete"
+    rec = read_record(point)
+    return rec is not None and rec.complete
 
 
 def fresh_point_dir(point: Path, replace_complete: bool = False) -> Path:
@@ -193,11 +185,13 @@ def artefact_records(point: Path) -> dict[str, dict]:
 @functools.lru_cache(maxsize=1024)
 def _recorded_artefacts(manifest: str, mtime_ns: int, size: int) -> dict:
     try:
-        m = json.loads(Path(manifest).read_text())
-    except (OSError, ValueError):
+        rec = read_record(Path(manifest).parent)
+    except (OSError, UserError):
+        return {}
+    if rec is None:
         return {}
     # a manifest that predates the records lists its files' names only: their presence is still checked
-    return m.get("artefacts") or {name: {} for name in m.get("files") or []}
+    return rec.artefacts or {name: {} for name in rec.files}
 
 
 def _listed(point: Path) -> dict:
@@ -255,6 +249,86 @@ def open_artefact(point: Path, name: str) -> Path:
         if candidate.name in listed:
             raise _missing(candidate)  # never a missing value: the point recorded this file
     raise FileNotFoundError(p)
+
+
+# ---------------------------------------------------------------------------------------------
+# Migration: a format-1 manifest (no `format` key) brought to the current format once, so that every point's
+# files are checked on read against the size and sha256 its manifest records (artefact_records' scheme)
+# ---------------------------------------------------------------------------------------------
+
+def format_1_points(data_dir: Path | None = None) -> list[Path]:
+    """The point folders under the data dir's runs whose manifest is of format 1, complete or not, sorted."""
+    return [point for _part, _rig, point, m in iter_points(data_dir, complete_only=False)
+            if m is not None and "format" not in m]
+
+
+def migration_problems(point: Path) -> list[str]:
+    """Why point folder `point`'s format-1 manifest cannot be migrated as it is (empty: it can). Recorded hashes
+    are never replaced: a file whose size or sha256 differs from its manifest's is a problem, not a new hash. A
+    file without a recorded hash gets one only where it is intact: the folder holds exactly the files its
+    manifest lists, a .gz decompresses to its end, a JSON file parses, and, where git's HEAD holds the folder,
+    the file is the committed one (so a hash is that of the committed bytes)."""
+    point = Path(point)
+    m = read_manifest(point) or {}
+    recorded = m.get("artefacts") or {}
+    listed = set(recorded) or set(m.get("files") or [])
+    on_disk = {f.name for f in point.iterdir() if f.is_file()} - {MANIFEST}
+    out = []
+    if listed != on_disk:
+        out.append(f"the folder holds {', '.join(sorted(on_disk)) or 'no file'} but its manifest lists "
+                   f"{', '.join(sorted(listed)) or 'none'}")
+    to_hash = []
+    for name in sorted(listed & on_disk):
+        f, want = point / name, recorded.get(name) or {}
+        if want.get("bytes") is not None and f.stat().st_size != want["bytes"]:
+            out.append(f"{name} has {f.stat().st_size} bytes, its manifest recorded {want['bytes']}")
+        elif want.get("sha256") and sha256_file(f) != want["sha256"]:
+            out.append(f"{name}'s sha256 differs from the one its manifest recorded")
+        elif not want.get("sha256"):
+            to_hash.append(name)
+            try:
+                raw = gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes()
+                if name.endswith((".json", ".json.gz")):
+                    json.loads(raw)
+            except (OSError, EOFError, ValueError, zlib.error) as e:
+                out.append(f"{name} does not read ({e})")
+    out += [f"{name} is not the file git's HEAD holds" for name in _differ_from_head(point, to_hash)]
+    return out
+
+
+def _differ_from_head(point: Path, names: list[str]) -> list[str]:
+    """Of the files `names` of `point`, those that differ from git's HEAD where HEAD holds the folder (none
+    where it does not, or where git is absent)."""
+    if not names:
+        return []
+    try:
+        tree = subprocess.run(["git", "ls-tree", "HEAD", "--", "."], cwd=point, capture_output=True, text=True)
+        if tree.returncode != 0 or not tree.stdout.strip():
+            return []
+        committed = {line.split("\t", 1)[1]: line.split()[2] for line in tree.stdout.splitlines() if "\t" in line}
+        hashed = subprocess.run(["git", "hash-object", "--", *names], cwd=point, capture_output=True, text=True,
+                                check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return [name for name, blob in zip(names, hashed) if committed.get(name) != blob]
+
+
+def migrate_record(point: Path) -> list[str]:
+    """Bring point folder `point`'s format-1 manifest to the current format, once: its artefacts' sizes and
+    hashes (artefact_records; the recorded ones checked, never replaced) and `format`, every other key as
+    written. Returns the problems that leave it at format 1 (migration_problems: nothing is written); [] when it
+    was migrated or is of a later format already."""
+    point = Path(point)
+    m = read_manifest(point)
+    if m is None or "format" in m:
+        return []
+    problems = migration_problems(point)
+    if problems:
+        return problems
+    new = {**m, "artefacts": artefact_records(point), "format": FORMAT_VERSION}
+    PointRecord.from_dict(new, point / MANIFEST)
+    write_json_atomic(point / MANIFEST, new)
+    return []
 
 
 def read_text(path: Path) -> str:

@@ -32,12 +32,12 @@ from .gpuclocks import artefact_name as gpu_artefact_name, sampling as gpu_sampl
 from .lock import writer_lock
 from .modelkit import ModelSpec
 from .poller import artefact_name, polling
-from .record import new_manifest
+from .record import new_manifest, read_manifest, read_record
 from .redact import redact_argv, redact_record, redact_server_info, scrub_files, secret_values
 from .rig import RigProfile
 from .server import (ServerSpec, TerminateAsInterrupt, VllmServer, api_keys, session_dir, shared_machine_warning,
                      stop_requested)
-from .store import (artefact_records, check_run_rig, compress_large, fresh_point_dir, is_complete, read_manifest,
+from .store import (artefact_records, check_run_rig, compress_large, fresh_point_dir, is_complete,
                     request_throughput, write_failed, write_json_atomic)
 
 WARMUP_SEED = 10_000
@@ -547,7 +547,7 @@ def changed_points(plans: list[PointPlan], rig_dir: Path, src: SettingsSource) -
     """{point name: differences} for the complete points of `rig_dir` that the plan would make otherwise."""
     out = {}
     for point in plans:
-        m = read_manifest(Path(rig_dir) / point.name)
+        m = read_manifest(Path(rig_dir) / point.name)  # recorded_settings reads the dict as written
         if m and m.get("status") == "complete":
             diffs = settings_differences(point_settings(point, src), recorded_settings(m))
             if diffs:
@@ -580,9 +580,9 @@ def check_same_machine(rig: str, runs: Path, rig_info: dict) -> None:
     seen: dict[tuple, str] = {}
     for part in sorted(Path(runs).glob(f"*/{rig}")):
         for point in sorted(part.iterdir()):
-            m = read_manifest(point) if point.is_dir() else None
-            if m and m.get("status") == "complete":
-                ident = machine_identity(m.get("rig_info") or {})
+            rec = read_record(point) if point.is_dir() else None
+            if rec and rec.complete:
+                ident = machine_identity(rec.rig_info)
                 seen.setdefault((ident["GPU"], ident["vLLM"]), f"{part.parent.name}/{point.name}")
     if seen and (here["GPU"], here["vLLM"]) not in seen:
         (gpu, vllm), where = next(iter(seen.items()))
@@ -606,8 +606,8 @@ def check_budget(budget_min: float | None) -> None:
 def point_status(rig_dir: Path, names: list[str]) -> dict[str, str]:
     out = {}
     for n in names:
-        m = read_manifest(rig_dir / n)
-        out[n] = m.get("status", "?") if m else ("missing" if not (rig_dir / n).exists() else "incomplete")
+        rec = read_record(rig_dir / n)
+        out[n] = rec.status if rec else ("missing" if not (rig_dir / n).exists() else "incomplete")
     return out
 
 
