@@ -187,6 +187,63 @@ def test_numbers_have_three_figures():
     assert p00._n(float("nan")) == "-"
 
 
+def test_a_point_after_a_profiler_window_in_its_server_is_flagged_and_left_out_of_the_curve():
+    rows = [("a", "decode", 1, 0, 2.0), ("a", "trace", 1, 1, 3.0), ("a", "decode", 8, 2, 9.0),
+            ("b", "decode", 8, 0, 2.5)]
+    pts = pd.DataFrame([{"rig": "r", "point": f"{sid}-{kind}-{b}-{i}", "variant": "v", "preset": "x", "kind": kind,
+                         "sampling": "server", "batch": b, "step_ms": step, "session_id": sid, "session_index": i,
+                         "itl_p50_ms": step, "tpot_p50_ms": step, "async": True}
+                        for sid, kind, b, i, step in rows])
+    pts["after_trace"] = p00.after_trace(pts)
+    assert list(pts["after_trace"]) == [False, False, True, False]  # same session after the trace only
+    curve = p00.step_curve(pts, "r")
+    assert list(zip(curve["batch"], curve["step_ms"])) == [(1, 2.0), (8, 2.5)]
+
+
+def test_the_linear_kernel_is_read_from_the_servers_start():
+    class Pt:
+        def __init__(self, log):
+            self.log = log
+
+        def server_log(self):
+            if self.log is None:
+                raise FileNotFoundError
+            return self.log
+
+    assert p00.linear_kernel(Pt("INFO [auto_gptq.py:353] Using MacheteLinearKernel for AutoGPTQLinearMethod")) \
+        == "MacheteLinearKernel"
+    assert p00.linear_kernel(Pt("INFO nothing quantized")) is None
+    assert p00.linear_kernel(Pt(None)) is None
+
+
+def test_the_models_table_and_its_answers_read_the_committed_h200_runs():
+    tables = p00.page_tables(None, ["h200"])
+    view = p00.rig_view("h200", tables)
+    m = view["models"].set_index("variant")
+    if not {"4b", "9b-fp16", "9b-int4"} <= set(m.index):
+        pytest.skip("the h200 runs of the 9B are not committed")
+    # the table is arithmetic on the same row: the floor ratio, the matmuls' read rate, the idle share
+    for r in m.itertuples():
+        assert r.step_over_floor == pytest.approx(r.step_b1_ms / r.floor_ms)
+        if r.matmul_b1_ms == r.matmul_b1_ms:
+            assert r.matmul_pct_bw == pytest.approx(100 * r.floor_ms / r.matmul_b1_ms)
+            assert r.idle_b1_ms == pytest.approx(r.step_b1_ms - r.matmul_b1_ms - r.other_kernels_b1_ms)
+    assert m.loc["9b-int4", "linear_kernel"]  # the quantized start names its kernel; fp16 names none
+    assert not m.loc["9b-fp16", "linear_kernel"]
+    answers = p00.nine_b_answers(view)
+    assert len(answers) == 2 and all("(part 5)" in a for a in answers)
+    rel = "more" if m.loc["9b-fp16", "per_seq_to_256_us"] > m.loc["4b", "per_seq_to_256_us"] else "less"
+    assert f"({rel} on the 9B)" in answers[0]
+    assert not any("nan" in a.lower() for a in answers)
+
+
+def test_each_part_gets_only_its_own_answers():
+    for part in (1, 2, 3, 5):
+        for words in p00.part_answers(part):
+            assert f"(part {part})" in words.split("**")[1]
+    assert p00.part_answers(4) == []
+
+
 # ---------------------------------------------------------------------------------------------- real vLLM
 @pytest.mark.vllm
 @pytest.mark.timeout(420)

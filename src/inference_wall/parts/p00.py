@@ -267,11 +267,43 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
                      "window_tok_s": w.output_tok_s if w else math.nan,
                      "itl_p50_ms": s["itl_p50_ms"], "tpot_p50_ms": s["tpot_p50_ms"], "output_tok_s": s["output_tok_s"],
                      "duration_s": s["duration_s"],
-                     "bandwidth_gb_s": (pt.manifest.get("rig_info") or {}).get("hbm_bandwidth_gb_s")})
+                     "bandwidth_gb_s": pt.record.rig_info.get("hbm_bandwidth_gb_s"),
+                     "session_id": pt.record.session.id if pt.record.session else None,
+                     "session_index": pt.record.session.index if pt.record.session else None,
+                     "linear_kernel": linear_kernel(pt) if pt.record.session and pt.record.session.has_startup
+                     else None})
     cols = ["rig", "point", "variant", "preset", "kind", "sampling", "async", "base", "batch", "input_len", "output_len",
-            "context", "step_ms", "window", "step_lo_ms", "step_hi_ms", "prompt_per_step", "running_max_window", "running_max_pass", "window_s", "window_steps", "tokens_per_step", "window_tok_s", "itl_p50_ms",
-            "tpot_p50_ms", "output_tok_s", "duration_s", "bandwidth_gb_s"]
-    return pd.DataFrame(rows, columns=cols)
+            "context", "step_ms", "window", "step_lo_ms", "step_hi_ms", "prompt_per_step", "running_max_window",
+            "running_max_pass", "window_s", "window_steps", "tokens_per_step", "window_tok_s", "itl_p50_ms",
+            "tpot_p50_ms", "output_tok_s", "duration_s", "bandwidth_gb_s", "session_id", "session_index",
+            "linear_kernel"]
+    frame = pd.DataFrame(rows, columns=cols)
+    frame["after_trace"] = after_trace(frame)
+    return frame
+
+
+def after_trace(frame: pd.DataFrame) -> pd.Series:
+    """Per point: whether a profiler window ran before it in the same server (a trace point of its session with a
+    lower index). The plan puts each server's traces last; a point run after one (by an explicit --points order) is
+    flagged, and the step curves leave it out: the server that has run the profiler is not the stock one."""
+    traced = frame[frame["kind"] == "trace"].dropna(subset=["session_id", "session_index"])
+    first = traced.groupby("session_id")["session_index"].min().to_dict()
+    return pd.Series([bool(k != "trace" and sid in first and idx is not None and idx == idx and idx > first[sid])
+                      for k, sid, idx in zip(frame["kind"], frame["session_id"], frame["session_index"])],
+                     index=frame.index, dtype=bool)
+
+
+LINEAR_KERNEL = re.compile(r"Using (\w+LinearKernel) for (\w+)")
+
+
+def linear_kernel(pt) -> str | None:
+    """The matmul kernel vLLM chose for a quantized model's linear layers, as its start logged it
+    ("Using MacheteLinearKernel for AutoGPTQLinearMethod"); None where the start logged none (fp16)."""
+    try:
+        m = LINEAR_KERNEL.search(pt.server_log())
+    except FileNotFoundError:
+        return None
+    return m.group(1) if m else None
 
 
 # One launch per attention layer and step: FlashAttention 3's (Hopper) or 2's main kernel, or FlashInfer's
@@ -334,6 +366,8 @@ def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
 
 def _steps(points: pd.DataFrame, variant: str, kind: str = "decode", sampling: str | None = "server") -> pd.Series:
     f = points[(points["variant"] == variant) & (points["kind"] == kind)]
+    if "after_trace" in f:
+        f = f[~f["after_trace"]]
     if sampling is not None:
         f = f[f["sampling"] == sampling]
     return f.set_index("batch")["step_ms"].sort_index()
@@ -433,7 +467,8 @@ def context_cost(points: pd.DataFrame, rig: str, variant: str, batch: int, data_
     kv = shape_bytes(preset, data_dir)["kv_bytes_per_token"]
     predicted = batch * 1000 * kv / (bw.iloc[0] * 1e9) * 1000 if len(bw) else math.nan
     return {"batch": batch, "contexts": pts["context"].tolist(), "steps_ms": y.tolist(),
-            "slope_ms_per_k": slope, "kv_predicted_ms_per_k": predicted}
+            "slope_ms_per_k": slope, "kv_predicted_ms_per_k": predicted,
+            "after_trace": sorted(pts[pts["after_trace"]]["point"]) if "after_trace" in pts else []}
 
 
 def floors(points: pd.DataFrame, rig: str, variant: str, data_dir=None) -> dict:
@@ -455,6 +490,8 @@ def step_curve(points: pd.DataFrame, rig: str) -> pd.DataFrame:
     """The measured pure-decode step of every variant against the batch (server sampling defaults), with the
     per-sequence cost between neighbouring batches ((step(B2) - step(B1)) / (B2 - B1))."""
     f = points[(points["rig"] == rig) & (points["kind"] == "decode")].dropna(subset=["step_ms"])
+    if "after_trace" in f:
+        f = f[~f["after_trace"]]
     f = f.sort_values(["variant", "batch"]).copy()
     f["per_seq_ms"] = f.groupby("variant")["step_ms"].diff() / f.groupby("variant")["batch"].diff()
     f["tok_s"] = f["batch"] / f["step_ms"] * 1000
@@ -510,7 +547,118 @@ def rig_view(rig: str, tables: dict, params: dict | None = None, data_dir=None) 
     if len(comp):
         pure = comp[~comp["mixed"]].sort_values("batch")
         view["pure_components"] = pure
+    traced = set(traces["variant"].dropna()) if len(traces) else set()
+    view["variant_components"] = {v: components(points, traces, rig, v, data_dir) for v in sorted(traced)}
+    view["models"] = model_table(view)
     return view
+
+
+# ---------------------------------------------------------------------------------------------
+# The models side by side: the single stream against its weight floor, the batch of 256, the cost per sequence
+# ---------------------------------------------------------------------------------------------
+
+MODEL_ORDER = ["0.5b", "4b", "9b-fp16", "9b-int4"]
+
+
+def _comp_at(view: dict, variant: str, batch: int, name: str) -> float:
+    comp = view.get("variant_components", {}).get(variant)
+    if comp is None or not len(comp):
+        return math.nan
+    c = comp[~comp["mixed"]].set_index("batch")
+    return float(c.loc[batch, name]) if batch in c.index and known_number(c.loc[batch, name]) else math.nan
+
+
+def _per_seq(curve: pd.DataFrame, variant: str, a: int, b: int) -> float:
+    c = curve[curve["variant"] == variant].set_index("batch")["step_ms"]
+    return (c[b] - c[a]) / (b - a) if a in c.index and b in c.index else math.nan
+
+
+def _from_batch(curve: pd.DataFrame, variant: str, upto: int = 64, least: int = 8) -> int | None:
+    """The largest measured batch from `least` to `upto` (64, or the next below where 64 never held its batch)."""
+    have = [int(b) for b in curve[curve["variant"] == variant]["batch"] if least <= b <= upto]
+    return max(have) if have else None
+
+
+def model_table(view: dict) -> pd.DataFrame:
+    """One row per model served with async scheduling (variants without a `base`): the single stream's step against
+    its weight floor (the language model's bytes over the measured bandwidth), what the trace splits it into (the
+    weight matmuls, and the rate at which they read the weights; every other kernel; the GPU idle), the step and the
+    GPU's idle share at 256 sequences, and the cost of an added sequence between batches 64 and 256 and 256 and
+    1,024 (the step curve: engine counters, points after a profiler window in their server left out)."""
+    curve, pts = view["curve"], view["points"]
+    rows = []
+    present = set(curve["variant"]) if len(curve) else set()
+    for v in [m for m in MODEL_ORDER if m in present] + sorted(present - set(MODEL_ORDER) - {"4b-sync"}):
+        if v not in present or (pts[pts["variant"] == v]["base"].dropna().any()):
+            continue
+        f = view["floors"].get(v) or {}
+        c = curve[curve["variant"] == v].set_index("batch")["step_ms"]
+        s1 = float(c[1]) if 1 in c.index else math.nan
+        mm = _comp_at(view, v, 1, "weights (matmul)")
+        k1 = _comp_at(view, v, 1, "kernels_ms")
+        s256 = float(c[256]) if 256 in c.index else math.nan
+        k256 = _comp_at(view, v, 256, "kernels_ms")
+        kern = pts[(pts["variant"] == v)]["linear_kernel"].dropna()
+        rows.append({"variant": v, "model": label(v), "weights_gb": f.get("weights_bytes", math.nan) / 1e9,
+                     "floor_ms": f.get("weights_ms", math.nan), "step_b1_ms": s1,
+                     "step_over_floor": s1 / f["weights_ms"] if f.get("weights_ms") else math.nan,
+                     "matmul_b1_ms": mm,
+                     "matmul_gb_s": f.get("weights_bytes", math.nan) / 1e9 / (mm / 1000) if mm == mm and mm else math.nan,
+                     "matmul_pct_bw": 100 * f["weights_ms"] / mm if mm == mm and mm and f.get("weights_ms") else math.nan,
+                     "other_kernels_b1_ms": k1 - mm, "idle_b1_ms": s1 - k1,
+                     "step_b256_ms": s256, "kernels_b256_ms": k256,
+                     "idle_b256_pct": 100 * (s256 - k256) / s256 if s256 == s256 and s256 else math.nan,
+                     "from_batch": _from_batch(curve, v),
+                     "per_seq_to_256_us": 1000 * _per_seq(curve, v, _from_batch(curve, v) or 0, 256),
+                     "per_seq_256_1024_us": 1000 * _per_seq(curve, v, 256, 1024),
+                     "state_mb_per_seq": f.get("state_bytes_per_seq", math.nan) / 1e6,
+                     "linear_kernel": str(kern.iloc[0]) if len(kern) else ""})
+    return pd.DataFrame(rows)
+
+
+MODEL_COLUMNS = {"model": "model", "weights_gb": "weights a step reads (GB)", "floor_ms": "weight floor (ms)",
+                 "step_b1_ms": "step at 1 (ms)", "step_over_floor": "step / floor", "matmul_b1_ms": "matmuls at 1 (ms)",
+                 "matmul_pct_bw": "matmuls' read rate (% of bandwidth)", "other_kernels_b1_ms": "other kernels at 1 (ms)",
+                 "idle_b1_ms": "GPU idle at 1 (ms)", "step_b256_ms": "step at 256 (ms)",
+                 "idle_b256_pct": "GPU idle at 256 (%)", "from_batch": "from batch", "per_seq_to_256_us": "per added sequence, to 256 (us)",
+                 "per_seq_256_1024_us": "per added sequence, 256-1,024 (us)"}
+
+
+def skipped_points(view: dict) -> list[str]:
+    """The points left out of the curves because a profiler window ran before them in the same server."""
+    pts = view["points"]
+    return sorted(pts[pts["after_trace"]]["point"]) if "after_trace" in pts else []
+
+
+def model_words(view: dict) -> list[str]:
+    """What the models' table shows, each sentence with its numbers: the single stream against the floor and its
+    matmuls' read rate, the GPU's idle share at 256, the per-sequence costs side by side."""
+    m = view.get("models")
+    if m is None or not len(m):
+        return []
+    t = m.set_index("variant")
+    out = []
+    traced = t.dropna(subset=["matmul_b1_ms"])
+    if len(traced):
+        out.append("A single stream steps at " + ", ".join(
+            f"{_n(r.step_over_floor, 2)}x its weight floor on the {r.model} ({_n(r.step_b1_ms)} against "
+            f"{_n(r.floor_ms)} ms)" for r in traced.itertuples()) + "; its weight matmuls read the weights at "
+            + ", ".join(f"{_n(r.matmul_pct_bw, 2)}% of the measured bandwidth on the {r.model}"
+                        + (f" (vLLM's {r.linear_kernel}, as its start logged)" if r.linear_kernel else "")
+                        for r in traced.itertuples()) + ".")
+    idle = t.dropna(subset=["idle_b256_pct"])
+    if len(idle):
+        out.append("At 256 sequences the GPU is idle for " + ", ".join(
+            f"{_n(r.idle_b256_pct, 2)}% of the {r.model}'s {_n(r.step_b256_ms)} ms step" for r in idle.itertuples())
+            + " (the untraced step less the traced kernels).")
+    per = t.dropna(subset=["per_seq_to_256_us"])
+    if len(per) >= 2:
+        far = per.dropna(subset=["per_seq_256_1024_us"])
+        out.append("Each sequence added up to 256 costs the step " + ", ".join(
+            f"{_n(r.per_seq_to_256_us)} us on the {r.model} (from {int(r.from_batch)})" for r in per.itertuples())
+            + ("; from 256 to 1,024, " + ", ".join(f"{_n(r.per_seq_256_1024_us)} us on the {r.model}"
+                                                   for r in far.itertuples()) if len(far) else "") + ".")
+    return out
 
 
 def _component(view: dict, batch: int, name: str) -> float:
@@ -748,27 +896,95 @@ def dense_words(view: dict) -> str | None:
     return "On the dense 0.5B " + "; ".join(parts) + "."
 
 
-def open_answers(view: dict, part3: pd.DataFrame | None) -> list[str]:
+def _growth(view: dict, variant: str, name: str, a: int = 1, b: int = 256) -> float:
+    """A traced component's growth per added sequence between two traced batches (us)."""
+    return 1000 * (_comp_at(view, variant, b, name) - _comp_at(view, variant, a, name)) / (b - a)
+
+
+def part_answers(part: int, data_dir=None, rigs: list[str] | None = None) -> list[str]:
+    """The paragraphs of this chapter that answer part `part`'s open questions, for that part's page: each rig
+    that measured this chapter, its answers whose heading names the part ("(part N)"), the rig named where several."""
+    from .. import parts
+    from ..mixedsteps import mixed_table
+    from ..schema import PUBLISHED_RIG
+    from .p03 import sweep_table
+
+    shown = [r for r in parts.page_rigs(0, data_dir, rigs) if r != PUBLISHED_RIG]
+    if not shown:
+        return []
+    tables = page_tables(data_dir, shown)
+    part3 = sweep_table(data_dir, shown) if part == 3 else None
+    mixed = mixed_table(data_dir, shown) if part == 2 else None
+    out = []
+    for rig in shown:
+        view = rig_view(rig, tables, parts.parameters(0, rig, data_dir), data_dir)
+        for words in open_answers(view, part3, mixed):
+            if f"(part {part})" in words.split("**")[1] if words.startswith("**") else False:
+                out.append(words if len(shown) == 1 else f"*{rig}:* {words}")
+    return out
+
+
+def nine_b_answers(view: dict) -> list[str]:
+    """Part 5's two questions from the models' table: the 9B's cost per added sequence against the 4B's, in pure
+    decode and by component; the 4-bit single stream against its weight floor."""
+    m = view.get("models")
+    out = []
+    if m is None or not len(m):
+        return out
+    t = m.set_index("variant")
+    if {"4b", "9b-fp16"} <= set(t.index) and known_number(t.loc["9b-fp16", "per_seq_to_256_us"]):
+        a, b = t.loc["4b"], t.loc["9b-fp16"]
+        rel = "more" if b.per_seq_to_256_us > a.per_seq_to_256_us else "less"
+        words = (f"**Why the 9B's per-sequence cost comes out below the 4B's (part 5).** In pure decode it does not: "
+                 f"each sequence added from {int(b.from_batch)} to 256 costs the 9B's step {_n(b.per_seq_to_256_us)} us "
+                 f"and the 4B's {_n(a.per_seq_to_256_us)} us ({rel} on the 9B)")
+        if known_number(b.per_seq_256_1024_us) and known_number(a.per_seq_256_1024_us):
+            words += (f", and from 256 to 1,024 {_n(b.per_seq_256_1024_us)} against {_n(a.per_seq_256_1024_us)} us")
+        names = [("recurrent state (GDN)", "the recurrent-state kernels"), ("weights (matmul)", "the matmuls"),
+                 ("GPU idle", "the GPU's idle time")]
+        grow = [(w, _growth(view, "9b-fp16", n), _growth(view, "4b", n)) for n, w in names]
+        if all(known_number(x) and known_number(y) for _, x, y in grow):
+            words += (". Between the traces at 1 and 256 sequences, per added sequence: " + "; ".join(
+                f"{w} {_n(x)} us on the 9B against {_n(y)} on the 4B" for w, x, y in grow)
+                + f" (both models carry {_n(b.state_mb_per_seq)} MB of recurrent state per sequence)")
+        out.append(words + ". Part 5 reads its per-sequence cost from the client's gaps between tokens in its own "
+                   "passes, not from the engine's step: which of the two makes its lower figure is left to part 5's "
+                   "own page.")
+    if {"9b-fp16", "9b-int4"} <= set(t.index) and known_number(t.loc["9b-int4", "matmul_b1_ms"]):
+        q, f = t.loc["9b-int4"], t.loc["9b-fp16"]
+        kernel = f" ({q.linear_kernel}, the kernel vLLM's start logged for the 4-bit layers)" if q.linear_kernel else ""
+        out.append(f"**Why the 4-bit step at batch 1 sits far above its weight floor (part 5).** The 4-bit 9B's "
+                   f"single stream steps every {_n(q.step_b1_ms)} ms against a floor of {_n(q.floor_ms)} ms "
+                   f"({_n(q.weights_gb)} GB): its weight matmuls{kernel} take {_n(q.matmul_b1_ms)} ms, reading "
+                   f"the weights at {_n(q.matmul_pct_bw, 2)}% of the measured bandwidth where the fp16 9B's "
+                   f"matmuls read at {_n(f.matmul_pct_bw, 2)}%; the other kernels ({_n(q.other_kernels_b1_ms)} ms) "
+                   f"and the GPU's idle time ({_n(q.idle_b1_ms)} ms) are about the fp16 model's "
+                   f"({_n(f.other_kernels_b1_ms)} and {_n(f.idle_b1_ms)} ms). What holds the 4-bit matmuls to that "
+                   "rate (dequantising in the kernel, its tile shapes at one row) is a candidate, not measured here.")
+    return out
+
+
+def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | None = None) -> list[str]:
     """The parts' open questions that this rig's data answer, each with its numbers; the rest named as open."""
     out = []
     pts, main = view["points"], view["main"]
     gap = flood_gap(view, part3)
     if len(gap) and {256, 1024} <= set(gap["batch"]):
         g = gap.set_index("batch")
-        out.append(f"**Why part 3's flood loses throughput past 256.** Part 3's flood gave {_n(g.loc[256, 'flood_tok_s'])}"
+        out.append(f"**Why the flood loses throughput past 256 (part 3).** Part 3's flood gave {_n(g.loc[256, 'flood_tok_s'])}"
                    f" tok/s at cap 256 and {_n(g.loc[1024, 'flood_tok_s'])} at 1,024; pure decode here gives "
                    f"{_n(g.loc[256, 'decode_tok_s'])} and {_n(g.loc[1024, 'decode_tok_s'])} at those batches, and the "
                    f"flood's median ITL ({_n(g.loc[256, 'flood_itl_ms'])} and {_n(g.loc[1024, 'flood_itl_ms'])} ms) "
                    f"tracks the decode step ({_n(g.loc[256, 'decode_step_ms'])} and {_n(g.loc[1024, 'decode_step_ms'])}"
                    f" ms). The flood's whole pass reaches {_n(g.loc[256, 'flood_over_decode'], 2)} of the decode rate "
-                   f"at 256 and {_n(g.loc[1024, 'flood_over_decode'], 2)} at 1,024: the loss is in what a whole pass "
-                   "holds besides pure decode (each wave's prefill, its ramp and drain), not in the decode step. "
-                   "Part 3's floods were not polled; their steady windows are still to be measured.")
+                   f"at 256 and {_n(g.loc[1024, 'flood_over_decode'], 2)} at 1,024: the loss is not in the decode step. "
+                   "What else a whole pass holds (each wave's prefills, its ramp and drain) is the candidate; part "
+                   "3's floods were not polled, so their steady windows are still to be measured.")
     try:
         s1 = _step_interval(pts, main, 1).value
         f = view["floors"][main]
         mm = _component(view, 1, "weights (matmul)")
-        out.append(f"**Why a single stream runs at about twice its weight floor.** {_n(s1)} ms against a floor of "
+        out.append(f"**Why a single stream runs above its weight floor (part 1).** {_n(s1)} ms against a floor of "
                    f"{_n(f['weights_ms'])} ms: the weight matmuls alone take {_n(mm)} ms, "
                    f"{_n(mm / f['weights_ms'])}x the floor; the other {_n(s1 - mm)} ms are the other kernels and "
                    "the GPU's idle time (the findings above).")
@@ -788,7 +1004,7 @@ def open_answers(view: dict, part3: pd.DataFrame | None) -> list[str]:
             small, big = (added_sequence_ms(r3[r3["model"] == m]) for m in ("small", "main"))
             if small and big:
                 p3 = (small, big)
-        words = (f"**Why the 0.5B's cliff is shallower than the 4B's.** In pure decode here each sequence added from "
+        words = (f"**Why the 0.5B's cliff is shallower than the 4B's (part 3).** In pure decode here each sequence added from "
                  f"{a} to {b} costs the dense 0.5B {_n(1000 * dd)} us a step and the hybrid 4B {_n(1000 * dh)} us")
         if p3:
             key = next((k for k in p3[0] if k.endswith("_ms") or "per" in k), None)
@@ -803,11 +1019,30 @@ def open_answers(view: dict, part3: pd.DataFrame | None) -> list[str]:
                       "its short steps the load the client and the API server keep in flight is a candidate for what "
                       "part 3's floods of the small model measured, to be tested with two clients and "
                       "--api-server-count (planned, not run)")
+        m = view.get("models")
+        d = m.set_index("variant").loc[DENSE] if m is not None and len(m) and DENSE in set(m["variant"]) else None
+        if d is not None and known_number(d.idle_b256_pct):
+            words += (f". At 256 sequences the GPU is idle for {_n(d.idle_b256_pct, 2)}% of the 0.5B's "
+                      f"{_n(d.step_b256_ms)} ms step (its kernels take {_n(d.kernels_b256_ms)} ms): most of the "
+                      "small model's step at that batch is not GPU work")
+        sam = sampling_cost(pts, view["rig"], DENSE) if len(pts) else pd.DataFrame()
+        if len(sam) and 256 in set(sam["batch"]):
+            r = sam.set_index("batch").loc[256]
+            if known_number(r["nofilter"]) and known_number(r["greedy"]):
+                words += (f", and it is not steady from pass to pass: {_n(r['server'])} ms with the server's "
+                          f"sampling defaults, {_n(r['nofilter'])} without the filter and {_n(r['greedy'])} greedy "
+                          "(the two on a later start of the same server)")
         out.append(words + ".")
+    out += nine_b_answers(view)
+    if mixed is not None and len(mixed):
+        from ..mixedsteps import mixed_words
+        words = mixed_words(mixed, view["rig"]) if view["rig"] in set(mixed["rig"]) else []
+        if words:
+            out.append("**Why a step that carries a prefill chunk has a floor at small budgets (part 2).** "
+                       + " ".join(words))
     missing_variants = [v for v in ("9b-fp16", "9b-int4") if v not in set(pts["variant"])]
     if missing_variants:
         out.append("**Still open.** Why the 9B's per-sequence cost comes out below the 4B's, and why int4's step at "
                    "batch 1 sits far above its weight floor (part 5): the 9B servers of this chapter's plan ("
-                   + ", ".join(missing_variants) + ") have not run on this rig. Why a step that carries a prefill "
-                   "chunk costs about 40 ms at small budgets (part 2): mixed steps are not measured here yet.")
+                   + ", ".join(missing_variants) + ") have not run on this rig.")
     return out
