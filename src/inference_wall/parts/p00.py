@@ -857,7 +857,34 @@ def findings(view: dict) -> list[str]:
                 f"{_n(h.loc[b, 'sync_ms'])} ms instead of {_n(h.loc[b, 'async_ms'])} at batch {b}" for b in ends)
                 + ": the overlap of the host's work with the GPU's hides "
                 + " and ".join(f"{_n(h.loc[b, 'hidden_ms'])} ms" for b in ends) + " of each step.")
-    return out
+    models = model_finding(view)
+    if models:
+        out.insert(min(3, len(out)), models)
+    if len(out) > 5:  # the box holds five: the filter's cost has its own section (What sampling costs)
+        out = [s for s in out if not s.startswith("The checkpoint's top-k/top-p filter")]
+    return out[:5]
+
+
+def model_finding(view: dict) -> str | None:
+    """One findings bullet across the other models: the 9B's cost per added sequence against the 4B's, the 4-bit
+    matmuls' read rate against fp16's, the dense model's idle share at 256 (each only where measured)."""
+    m = view.get("models")
+    if m is None or not len(m):
+        return None
+    t = m.set_index("variant")
+    parts = []
+    if {"4b", "9b-fp16"} <= set(t.index) and known_number(t.loc["9b-fp16", "per_seq_to_256_us"]):
+        a, b = t.loc["4b", "per_seq_to_256_us"], t.loc["9b-fp16", "per_seq_to_256_us"]
+        parts.append(f"the 9B in fp16 costs {_n(b)} us per added sequence up to 256 against the 4B's {_n(a)}")
+    if {"9b-fp16", "9b-int4"} <= set(t.index) and known_number(t.loc["9b-int4", "matmul_pct_bw"]):
+        parts.append(f"the 4-bit 9B's weight matmuls read at {_n(t.loc['9b-int4', 'matmul_pct_bw'], 2)}% of the "
+                     f"bandwidth, the fp16 9B's at {_n(t.loc['9b-fp16', 'matmul_pct_bw'], 2)}%")
+    if DENSE in t.index and known_number(t.loc[DENSE, "idle_b256_pct"]):
+        parts.append(f"the dense 0.5B's GPU is idle for {_n(t.loc[DENSE, 'idle_b256_pct'], 2)}% of its step at 256")
+    if not parts:
+        return None
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + "."
 
 
 def flood_gap(view: dict, part3: pd.DataFrame) -> pd.DataFrame:
