@@ -349,3 +349,30 @@ def test_a_signal_to_reproduce_reaches_the_kernel_and_waits_for_its_cleanup(tmp_
     assert proc.returncode == 0, err
     assert "cell failed with KeyboardInterrupt" in out and f"received {int(getattr(signal, sig))}" in out, out
     assert Path(files["cleaned"]).exists() and not Path(files["after"]).exists()
+
+
+def test_plan_dry_run_prints_the_serve_and_bench_lines_and_starts_and_writes_nothing(tmp_path, capsys):
+    from inference_wall import parts
+
+    before = sorted(p.name for p in (store.REPO / "_build" / "models").glob("*")) \
+        if (store.REPO / "_build" / "models").is_dir() else []
+    plans = parts.plan(3, "cpu-tiny")
+    name = plans[0].name
+    rc = cli.main(["plan", "--part", "3", "--rig", "cpu-tiny", "--dry-run", "--points", name])
+    out = capsys.readouterr().out.splitlines()
+    assert rc == 0
+    serve = [line for line in out if " serve " in line and "bench" not in line]
+    bench = [line for line in out if " bench serve " in line]
+    assert len(serve) == 1 and f"--max-num-seqs {plans[0].max_num_seqs}" in serve[0]
+    # the session's warm-up flood first, then each of the point's passes, each line a command a shell can run
+    assert len(bench) == 1 + len(plans[0].passes)
+    assert "warmup.json" in bench[0] and all(f"/{name}" in line for line in bench)
+    after = sorted(p.name for p in (store.REPO / "_build" / "models").glob("*")) \
+        if (store.REPO / "_build" / "models").is_dir() else []
+    assert after == before  # no model folder prepared
+
+
+def test_plan_dry_run_of_an_unknown_point_is_one_line_and_exit_2(capsys):
+    rc = cli.main(["plan", "--part", "3", "--rig", "cpu-tiny", "--dry-run", "--points", "nope"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "unknown point" in err[0]

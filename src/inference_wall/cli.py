@@ -81,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--rig", required=True, help="rig name")
     pl.add_argument("--data-dir", type=Path, default=REPO / "data")
     pl.add_argument("--set", action="append", default=[], metavar="KEY=JSON")
+    pl.add_argument("--dry-run", action="store_true",
+                    help="print each session's `vllm serve` and each pass's `vllm bench serve` command line that a run "
+                         "would send (the points not yet complete, or --points), starting and writing nothing")
+    pl.add_argument("--points", nargs="+", default=None, metavar="POINT", help="with --dry-run: only these points")
 
     ck = sub.add_parser("check-args", help="validate PART and RIG and this machine for the rig (used by make), print "
                                            "the part's notebook and, on a GPU host without vLLM, 'needs: make vllm-gpu'")
@@ -163,6 +167,12 @@ def _dispatch(args) -> int:
         from .store import rig_dir
         from .sweep import point_status
 
+        if args.points and not args.dry_run:
+            raise UserError("plan --points lists points only with --dry-run (plan without it lists every point)")
+        if args.dry_run:
+            for line in parts.dry_run(args.part, args.rig, args.data_dir, _overrides(args.set), args.points):
+                print(line)
+            return 0
         params = parts.parameters(args.part, args.rig, args.data_dir, _overrides(args.set))
         plans = parts.plan(args.part, args.rig, args.data_dir, _overrides(args.set))
         status = point_status(rig_dir(args.part, args.rig, args.data_dir), [p.name for p in plans])

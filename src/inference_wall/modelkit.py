@@ -164,6 +164,20 @@ def _write_atomic(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+def model_spec(preset: str, dest: str | os.PathLike, source: Source = "dummy",
+               data_dir: str | os.PathLike | None = None) -> ModelSpec:
+    """What prepare_model would return for ``preset``, without writing anything (plan --dry-run)."""
+    if source == "hub":
+        hub_id = read_preset(preset, data_dir).get("hub_id")
+        if not hub_id:
+            raise UserError(f"model preset {preset!r} has no hub checkpoint; use source 'dummy'")
+        return ModelSpec(preset, "hub", hub_id, hub_id, "auto", preset)
+    if source != "dummy":
+        raise UserError(f"unknown model source {source!r}; valid sources: dummy, hub")
+    preset_dir(preset, data_dir)  # an unknown preset is refused here too
+    return ModelSpec(preset, "dummy", str(Path(dest)), str(Path(dest) / TOKENIZER_SUBDIR), "dummy", preset)
+
+
 def prepare_model(
     preset: str,
     dest: str | os.PathLike,

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import __version__
-from .bench import BenchForkServer, PassSpec, Workload, run_pass
+from .bench import BenchForkServer, PassSpec, Workload, bench_command, run_pass
 from .errors import UserError
 from .gpuclocks import artefact_name as gpu_artefact_name, sampling as gpu_sampling
 from .lock import writer_lock
@@ -197,6 +197,59 @@ def _run_sweep_locked(plans: list[PointPlan], names: list[str], ctx: SweepContex
     return report
 
 
+def session_server(first: PointPlan, ctx: SweepContext, model: ModelSpec) -> ServerSpec:
+    """The server a session starts for its first point: later flags win (the part's defaults, then the rig's
+    deviations, then the point's own)."""
+    args = [*model_serve_args(model), "--max-num-seqs", str(first.max_num_seqs), *ctx.serve_args, *ctx.rig.serve_args,
+            *first.serve_args]
+    return ServerSpec(model=model.model, python=ctx.python, args=args,
+                      env={**ctx.server_env, **ctx.rig.env, **first.serve_env}, startup_timeout_s=ctx.startup_timeout_s)
+
+
+DRY_PORT = 8000  # plan --dry-run prints this port and URL; a run picks a free port
+
+
+def dry_run_lines(plans: list[PointPlan], ctx: SweepContext) -> list[str]:
+    """plan --dry-run: per session, the `vllm serve` command line its server starts with (its environment's own
+    variables first), then per point each pass's `vllm bench serve` command line, in the order a run sends them (the
+    session's warm-up flood before its first point). Nothing is started or written. A measured pass sized at run
+    time from the warm-up's rate (a point's min_window_s) and a pass with a side process (profiler, injections) say
+    so after their line."""
+    import shlex
+
+    url = f"http://127.0.0.1:{DRY_PORT}"
+    out: list[str] = []
+    for session_no, points in enumerate(_sessions(plans)):
+        first = points[0]
+        model = ctx.models[first.preset or ctx.rig.model_preset]
+        spec = session_server(first, ctx, model)
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in spec.env.items())
+        out.append(f"# session {session_no + 1}: {first.session} ({len(points)} point{'s' if len(points) > 1 else ''})")
+        out.append((env + " " if env else "") + shlex.join(spec.command(DRY_PORT)))
+        warmed = False
+        for point in points:
+            passes = list(point.passes)
+            if not warmed and not point.cold_start:
+                passes.insert(0, _warmup_pass(ctx, point.max_num_seqs, session_no))
+            warmed = True
+            out.append(f"  # {point.name}")
+            for p in passes:
+                workload = ctx.workload if p.kind == "warmup" else point.workload or ctx.workload
+                cmd = bench_command(ctx.python, url, model.model, model.tokenizer, workload, p.spec,
+                                    ctx.rig_dir / point.name, f"{p.label}.json")
+                out.append("  " + shlex.join(cmd))
+                notes = []
+                if p.kind == "measured" and point.min_window_s:
+                    notes.append("--num-prompts sized at run time from the warm-up's rate")
+                if p.side:
+                    notes.append("with a side process during the pass (profiler window or injected requests)")
+                if p.kind == "measured" and point.poll_metrics_s:
+                    notes.append(f"/metrics polled every {point.poll_metrics_s:g} s")
+                if notes:
+                    out.append("    # " + "; ".join(notes))
+    return out
+
+
 def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, report: SweepReport,
                  durations: list[float], fits, bar) -> None:
     first = points[0]
@@ -205,11 +258,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
     session_id = uuid.uuid4().hex[:12]
     tmp = session_dir(session_id)  # removed in the `finally` below, or by the next command if this one is killed
     log_path = tmp / "server.log"
-    # later flags win: the part's defaults, then the rig's deviations
-    args = [*model_serve_args(model), "--max-num-seqs", str(first.max_num_seqs), *ctx.serve_args, *ctx.rig.serve_args,
-            *first.serve_args]
-    spec = ServerSpec(model=model.model, python=ctx.python, args=args,
-                      env={**ctx.server_env, **ctx.rig.env, **first.serve_env}, startup_timeout_s=ctx.startup_timeout_s)
+    spec = session_server(first, ctx, model)
     server = VllmServer(spec, log_path, run={"part": ctx.part, "rig": ctx.rig.name, "rig_dir": str(ctx.rig_dir)})
     client = client_env(spec, ctx.rig.env)
     bar.set_postfix_str(f"starting server for {first.name}")

@@ -6,11 +6,11 @@ from pathlib import Path
 
 from ..bench import Workload
 from ..errors import UserError
-from ..modelkit import prepare_model
+from ..modelkit import model_spec, prepare_model
 from ..rig import capture, load_profile
 from ..server import vllm_python
 from ..store import REPO, part_name, rig_dir
-from ..sweep import SweepContext, SweepReport, run_sweep
+from ..sweep import SweepContext, SweepReport, dry_run_lines, run_sweep
 from . import p00, p01, p02, p03, p04, p05, p06
 
 MODULES = {p00.NAME: p00, p01.NAME: p01, p02.NAME: p02, p03.NAME: p03, p04.NAME: p04, p05.NAME: p05, p06.NAME: p06}
@@ -95,6 +95,41 @@ def run(part, rig: str, data_dir: Path | None = None, model_source: str | None =
                        serve_args=list(SERVE_ARGS), server_env=dict(SERVER_ENV), progress=progress,
                        extra_manifest={"parameters": params})
     return run_sweep(plans, ctx)
+
+
+def dry_run(part, rig: str, data_dir: Path | None = None, overrides: dict | None = None,
+            points: list[str] | None = None, python: str | None = None) -> list[str]:
+    """plan --dry-run: every session's `vllm serve` and every pass's `vllm bench serve` command line that a run of
+    part `part` on rig `rig` would send, for the points not yet complete (or `points`), without preparing a model,
+    starting a process or writing a file. `python` is the interpreter named in the lines (default: the one a run
+    would use where it can be found, else `python3`)."""
+    from ..store import is_complete
+
+    mod = module(part)
+    profile = load_profile(rig, data_dir)
+    params = parameters(part, rig, data_dir, overrides)
+    plans = _plan(mod, params, profile, data_dir)
+    folder = rig_dir(mod.NAME, rig, data_dir)
+    if points:
+        valid = [p.name for p in plans]
+        unknown = [p for p in points if p not in valid]
+        if unknown:
+            raise UserError(f"unknown point(s) {', '.join(unknown)} for part {mod.NAME}; valid: {', '.join(valid)}")
+        plans = sorted((p for p in plans if p.name in points), key=lambda p: points.index(p.name))
+    else:
+        plans = [p for p in plans if not is_complete(folder / p.name)]
+    if python is None:
+        try:
+            python = vllm_python(None)
+        except UserError:
+            python = "python3"
+    presets = {p.preset or profile.model_preset for p in plans}
+    models = {pre: model_spec(pre, REPO / "_build" / "models" / f"{pre}-{profile.model_source}",
+                              source=profile.model_source, data_dir=data_dir) for pre in presets}
+    ctx = SweepContext(part=mod.NAME, rig=profile, rig_dir=folder, python=python, models=models,
+                       workload=Workload(params["input_len"], params["output_len"]),
+                       serve_args=list(SERVE_ARGS), server_env=dict(SERVER_ENV), progress=False)
+    return dry_run_lines(plans, ctx) if plans else [f"# every point of part {mod.NAME} on {rig} is complete"]
 
 
 def page_rigs(part, data_dir: Path | None = None, rigs: list[str] | None = None) -> list[str]:
