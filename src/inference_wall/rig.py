@@ -256,7 +256,7 @@ def run_to_run(data_dir: Path | None = None):
     import pandas as pd
 
     from .schema import PARTS
-    from .store import load_points, pass_summary
+    from .store import load_points, pass_summary, rig_dir
 
     metrics = ["output_tok_s", "itl_p50_ms", "itl_p99_ms"]  # TTFT under a flood grows with the prompts sent
     rows = []
@@ -265,6 +265,8 @@ def run_to_run(data_dir: Path | None = None):
         if not rig:
             continue
         for part in PARTS.values():
+            if not rig_dir(part, repeat, data_dir).is_dir():
+                continue  # the repeat ran nothing of this part: no point to pair (and no need to read the rig's)
             runs: dict[str, dict] = {}
             for pt in load_points(part, data_dir, [rig, repeat]):
                 runs.setdefault(pt.name, {})[pt.rig] = pass_summary(pt)
