@@ -23,12 +23,18 @@ DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 # A market listing, not the series' and not a rig's: GPU-hour prices per provider tier (reference/prices/).
 PRICE_COLUMNS = ["gpu", "match", "tier", "usd_per_gpu_hour_low", "usd_per_gpu_hour_high", "as_of", "source"]
 PRICES_FOLDER = "prices"
+# Datasheet figures per GPU model, not a rig's measurement (reference/gpus/): what predict.py scales the h200's
+# measured step to. A tensor figure the datasheet prints only with 2:4 sparsity stays in the sparse column.
+DATASHEET_COLUMNS = ["key", "gpu", "memory_gb", "memory_bandwidth_gb_s", "fp16_tensor_dense_tflops",
+                     "fp16_tensor_sparse_tflops", "source", "note"]
+GPUS_FOLDER = "gpus"
 # Columns a given file stem must have, exactly and in this order (other files: only `rig`).
 REQUIRED_COLUMNS: dict[str, list[str]] = {
     "rate_sweep": RATE_SWEEP_COLUMNS,
     "mns_sweep": MNS_SWEEP_COLUMNS,
     "facts": FACT_COLUMNS,
     "gpu_hour": PRICE_COLUMNS,
+    "datasheets": DATASHEET_COLUMNS,
 }
 # Columns kept as text; every other column must parse as a number (empty = NaN, `inf` = math.inf).
 TEXT_COLUMNS = {"rig", "key", "unit", "note", "server_state", "setting", "stated", "gpu", "match", "tier", "as_of",
@@ -140,3 +146,23 @@ def price_for_gpu(prices: pd.DataFrame, gpu_name: str | None) -> dict | None:
     return {"gpu": first["gpu"], "low": float(rows["usd_per_gpu_hour_low"].min()),
             "high": float(rows["usd_per_gpu_hour_high"].max()), "mid": float(mids.median()),
             "tiers": len(rows), "as_of": first["as_of"], "source": first["source"]}
+
+
+def gpu_datasheets(data_dir: Path | None = None) -> pd.DataFrame:
+    """The GPU datasheet figures (reference/gpus/datasheets.csv, SOURCES.md): one row per GPU model, its memory (GB as
+    the datasheet prints it), memory bandwidth (GB/s) and FP16/BF16 tensor TFLOP/s, dense and with sparsity where
+    printed. A row without memory or bandwidth, or with a dense figure above its sparse one, is an error naming it."""
+    folder = Path(data_dir) if data_dir is not None else DEFAULT_DATA_DIR
+    path = folder / "reference" / GPUS_FOLDER / "datasheets.csv"
+    if not path.is_file():
+        raise UserError(f"{path}: no GPU datasheet table")
+    df = read_reference_csv(path)
+    for r in df.itertuples():
+        if not (r.memory_gb > 0 and r.memory_bandwidth_gb_s > 0):
+            raise UserError(f"{path}: {r.key}: memory and bandwidth must be positive numbers")
+        if r.fp16_tensor_dense_tflops > r.fp16_tensor_sparse_tflops:
+            raise UserError(f"{path}: {r.key}: dense {r.fp16_tensor_dense_tflops} TFLOP/s above its sparse "
+                            f"{r.fp16_tensor_sparse_tflops}")
+    if df["key"].duplicated().any():
+        raise UserError(f"{path}: a key appears twice")
+    return df

@@ -1,0 +1,206 @@
+"""predict: the h200's measured step rebuilt for another GPU, checked against the posts' A10G and the h200 itself.
+
+No measured or published number is written here: the tests read the committed h200 runs of part 0 (and part 2's
+prefills), the datasheet table and the published reference, and check relations that a wrong term would break.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pandas as pd
+import pytest
+
+from inference_wall import predict
+from inference_wall.errors import UserError
+from inference_wall.parts import p00
+from inference_wall.reference import DEFAULT_DATA_DIR, gpu_datasheets, load_reference, reference_fact
+
+pytestmark = pytest.mark.skipif(not (DEFAULT_DATA_DIR / "runs" / p00.NAME / "h200").is_dir(),
+                                reason="no committed h200 runs of part 0")
+
+
+@pytest.fixture(scope="module")
+def view():
+    return p00.rig_view("h200", p00.page_tables(None, ["h200"]))
+
+
+@pytest.fixture(scope="module")
+def result(view):
+    return predict.page(view)
+
+
+@pytest.fixture(scope="module")
+def gpus():
+    return predict.gpus()
+
+
+def test_the_two_tables_and_the_h200_check_have_their_columns(result):
+    assert {"quantity", "predicted", "published", "error_pct", "carried_by", "reference"} <= set(result["a10g"])
+    assert {"gpu", "model", "itl_ms", "decode_ceiling_tok_s", "kv_admission", "stop_paying_batch"} <= set(result["gpus"])
+    assert {"model", "batch", "measured_ms", "predicted_ms", "error_pct", "stated_error_pct"} <= set(result["h200"])
+    a = result["a10g"]
+    assert a[["predicted", "published"]].notna().all().all()
+    assert ((a["predicted"] - a["published"]) / a["published"] * 100 - a["error_pct"]).abs().max() < 1e-9
+    assert set(result["gpus"]["model"]) <= set(predict.MODEL_LABELS.values())
+    for col in predict.GPU_HEADERS:
+        assert col in result["gpus"]
+
+
+def test_the_h200_step_at_batch_1_is_within_the_stated_error(result):
+    h = result["h200"]
+    one = h[h["batch"] == 1].dropna(subset=["error_pct"])
+    assert len(one) >= 1
+    for r in one.itertuples():
+        assert math.isfinite(r.stated_error_pct), r.model
+        assert abs(r.error_pct) <= r.stated_error_pct, (r.model, r.error_pct, r.stated_error_pct)
+    # the stated error comes from batches the coefficients were not read at
+    assert not h[~h["in_sample"]]["error_pct"].dropna().empty
+
+
+def test_more_bandwidth_predicts_a_shorter_step(result, gpus):
+    ctx = 320.0
+    base = gpus["a10g"]
+    faster = dataclasses.replace(base, bandwidth_gb_s=2 * base.bandwidth_gb_s)
+    for name, m in result["models"].items():
+        for batch in (1, 64, 256):
+            assert m.step(faster, batch, ctx) < m.step(base, batch, ctx), (name, batch)
+    # and across the datasheet table: at batch 1, among GPUs with at least the A10G's TFLOP/s, more bandwidth is faster
+    m = result["models"]["4b"]
+    rows = sorted((g for g in gpus.values() if g.tflops >= base.tflops), key=lambda g: g.bandwidth_gb_s)
+    steps = [m.step(g, 1, ctx) for g in rows]
+    assert all(a > b for a, b in zip(steps, steps[1:])), [(g.key, s) for g, s in zip(rows, steps)]
+
+
+def test_more_compute_shortens_only_the_compute_terms(result, gpus):
+    m = result["models"]["4b"]
+    base = gpus["a10g"]
+    more = dataclasses.replace(base, tflops=2 * base.tflops)
+    assert m.step(more, 1, 320.0) == pytest.approx(m.step(base, 1, 320.0))  # batch 1 carries no compute term
+    assert m.per_seq(more, 320.0) < m.per_seq(base, 320.0)
+    assert m.prefill_ms(more, 256) == pytest.approx(m.prefill_ms(base, 256) / 2)
+
+
+def test_the_admission_limit_grows_with_memory(result, gpus):
+    m = result["models"]["4b"]
+    util, tokens = 0.9, 384
+    limits = [m.admission(gib, util, tokens) for gib in (12, 24, 48, 96)]
+    assert all(a < b for a, b in zip(limits, limits[1:])), limits
+    assert m.admission(m.weights_gib, util, tokens) == 0  # the weights alone do not fit in 90% of themselves
+    # the GPUs' table leaves out a model whose weights do not fit
+    tiny = {"tiny": dataclasses.replace(gpus["a10g"], key="tiny", name="tiny", memory_gb=m.weights_gib / 2)}
+    assert predict.gpu_table({"4b": m}, tiny, result["memory_ratio"]).empty
+    assert predict.unfit({"4b": m}, tiny, result["memory_ratio"])
+
+
+def test_the_admission_limit_counts_pages_like_the_published_pool(result):
+    """The published pool (part 1's log line) in bytes, over the model's page bytes, gives back its admission."""
+    from inference_wall.analysis import GIB
+    from inference_wall.parts.p01 import published_pool
+
+    m = result["models"]["4b"]
+    pub = published_pool()
+    mem = load_reference(1)["memory_report"].iloc[0]
+    blocks = int(mem["kv_cache_gib"] * GIB // m.block_bytes)
+    assert pub.num_blocks_low - 2 <= blocks <= pub.num_blocks_high + 2
+    assert m.block_size == pub.block_size
+
+
+def test_published_values_are_read_not_typed(view, monkeypatch):
+    real = predict.load_reference
+    base = predict.page(view)["a10g"].set_index("quantity")
+
+    def doubled(part, data_dir=None):
+        frames = {k: v.copy() for k, v in real(part, data_dir).items()}
+        if part == 1:
+            f = frames["facts"]
+            f.loc[f["key"] == "serving_ceiling_tok_s", "value"] *= 2
+            frames["step_time_fit"]["slope_ms_per_seq"] *= 2
+        return frames
+
+    monkeypatch.setattr(predict, "load_reference", doubled)
+    after = predict.page(view)["a10g"].set_index("quantity")
+    for q in ("serving ceiling, flood at cap 256 (tok/s)", "step fit: per sequence (ms)"):
+        assert after.loc[q, "published"] == pytest.approx(2 * base.loc[q, "published"])
+        assert after.loc[q, "predicted"] == pytest.approx(base.loc[q, "predicted"])
+        assert after.loc[q, "error_pct"] != pytest.approx(base.loc[q, "error_pct"])
+    q = "single stream (ms per token)"
+    assert after.loc[q, "error_pct"] == pytest.approx(base.loc[q, "error_pct"])
+
+
+def test_the_published_column_is_the_reference(result):
+    a = result["a10g"].set_index("quantity")
+    f1 = load_reference(1)
+    assert a.loc["single stream (ms per token)", "published"] == reference_fact(f1, "single_request_ms_per_token")
+    assert a.loc["step fit: fixed term (ms)", "published"] == f1["step_time_fit"]["intercept_ms"].iloc[0]
+    caps = load_reference(3)["mns_sweep"]
+    for r in caps.itertuples():
+        assert a.loc[f"flood output at cap {int(r.max_num_seqs)} (tok/s)", "published"] == r.output_tok_s
+
+
+def test_the_stop_paying_batch_is_where_the_slope_reaches_x_of_the_step_per_sequence(result, gpus):
+    m, g, ctx = result["models"]["4b"], gpus["a10g"], 320.0
+    b = m.stop_paying_batch(g, ctx)
+    _, slope = m.fit(g, ctx)
+    assert slope / (m.step(g, b, ctx) / b) == pytest.approx(predict.STOP_PAYING_X)
+    assert slope / (m.step(g, b / 2, ctx) / (b / 2)) < predict.STOP_PAYING_X
+
+
+def test_a_flood_gains_with_the_batch_and_prefill_is_a_share(result, gpus):
+    m, g = result["models"]["4b"], gpus["a10g"]
+    tok = [m.flood(g, b, 256, 128)["tok_s"] for b in (1, 4, 16, 64, 146)]
+    assert all(a < b for a, b in zip(tok, tok[1:])), tok
+    share = m.flood(g, 146, 256, 128)["prefill_share"]
+    assert 0 < share < 1
+
+
+def test_every_coefficient_names_its_source(result):
+    c = result["coefficients"]
+    assert len(c) and c["source"].str.len().gt(0).all()
+    kinds = ("measured on h200", "shapes", "datasheet")
+    assert all(any(k in s for k in kinds) for s in c["source"]), c[["term", "source"]]
+    assert set(c["scale"]) <= {"bytes", "bandwidth", "tflops", "none"}
+
+
+def test_the_sentences_say_predicted_and_name_the_largest_error(result):
+    words = result["sentences"]
+    assert 2 <= len(words) <= 4
+    assert all("predicted" in w for w in words)
+    a = result["a10g"]
+    worst = a.loc[a["error_pct"].abs().idxmax()]
+    assert worst.quantity.split(" (")[0] in words[1]
+    if worst.top_term:
+        assert worst.top_term in words[1]
+    assert "nan" not in " ".join(words).lower()
+
+
+def test_datasheets_dense_from_sparse_and_the_a10g_from_the_post(gpus):
+    sheet = gpu_datasheets().set_index("key")
+    for key, g in gpus.items():
+        dense, sparse = sheet.loc[key, "fp16_tensor_dense_tflops"], sheet.loc[key, "fp16_tensor_sparse_tflops"]
+        if dense == dense:
+            assert g.tflops == dense
+        elif sparse == sparse:
+            assert g.tflops == sparse / 2
+    assert gpus["a10g"].tflops == reference_fact(load_reference(1), "a10g_fp16_peak")
+    assert sheet["source"].str.contains("http").all()
+
+
+def test_a_datasheet_row_with_dense_above_sparse_is_an_error(tmp_path):
+    import shutil
+
+    shutil.copytree(DEFAULT_DATA_DIR / "reference", tmp_path / "reference")
+    path = tmp_path / "reference" / "gpus" / "datasheets.csv"
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    df.loc[df["key"] == "l40s", "fp16_tensor_dense_tflops"] = "999999"
+    df.to_csv(path, index=False)
+    with pytest.raises(UserError, match="l40s"):
+        gpu_datasheets(tmp_path)
+
+
+def test_shown_tables_have_no_raw_missing_words(result):
+    for table, heads in ((result["a10g"], predict.A10G_HEADERS), (result["gpus"], predict.GPU_HEADERS),
+                         (result["h200"], predict.H200_HEADERS)):
+        text = predict.shown(table, heads).to_string()
+        for bad in ("nan", "None", "True", "False"):
+            assert bad not in text
