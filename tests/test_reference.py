@@ -23,7 +23,7 @@ from inference_wall.schema import (
     PUBLISHED_RIG,
     RATE_SWEEP_COLUMNS,
 )
-from inference_wall.reference import PRICES_FOLDER, gpu_prices, price_for_gpu
+from inference_wall.reference import GPUS_FOLDER, PRICES_FOLDER, gpu_prices, price_for_gpu
 
 REFERENCE_DIR = DEFAULT_DATA_DIR / "reference"
 ALL_CSVS = sorted(REFERENCE_DIR.glob("*/*.csv"))
@@ -58,7 +58,7 @@ def test_every_reference_folder_has_csvs_and_the_posts_have_folders():
     assert {1, 3} <= set(PUBLISHED_PARTS)
     for n in PUBLISHED_PARTS:
         assert list((REFERENCE_DIR / PARTS[n]).glob("*.csv")), PARTS[n]
-    assert {p.name for p in REFERENCE_DIR.iterdir() if p.is_dir()} <= set(PARTS.values()) | {PRICES_FOLDER}
+    assert {p.name for p in REFERENCE_DIR.iterdir() if p.is_dir()} <= set(PARTS.values()) | {PRICES_FOLDER, GPUS_FOLDER}
 
 
 @pytest.mark.parametrize("part", PUBLISHED_PARTS)
