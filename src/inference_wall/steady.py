@@ -2,7 +2,7 @@
 
 A flood of equal lengths admitted at once runs in waves: the running batch fills, holds while the cohort decodes,
 and empties as it finishes together; a closed loop of B streams does the same with B. The client's whole-pass figure
-averages ramp, plateau and drain. Two windows are read here from the counters, never from the client:
+averages ramp, plateau and drain. Three windows are read here from the counters, never from the client:
 
 - `decode_window(frame, batch)`: every poll interval in which (nearly) `batch` requests run and no prompt token is
   counted: pure decode. Its step period is the time over the engine's step counter (`vllm:iteration_tokens_total`
@@ -10,9 +10,12 @@ averages ramp, plateau and drain. Two windows are read here from the counters, n
 - `steady_window(frame)`: the longest run in which the running batch stays within a tolerance of its plateau (the
   median of the running batch over the polls where it is at least half the pass's largest): a flood's steady state,
   prefills of refills included.
+- `flood_steady(frame, cap)`: the longest run in which the running batch is at the server's cap (within 5%) and the
+  engine steps: a flood's steady state (parts 1, 3, 5 and 6; `point_steady(pt)` reads a point's poll artefact).
 
-Each returns None when no run of at least `min_intervals` poll intervals qualifies: a pass without such a window
-says so rather than reporting its whole-pass average as steady.
+Each returns None when no run of at least `min_intervals` poll intervals qualifies (flood_steady: and
+MIN_FLOOD_STEPS engine steps): a pass without such a window says so rather than reporting its whole-pass average as
+steady.
 """
 from __future__ import annotations
 
@@ -129,3 +132,84 @@ def steady_window(frame: pd.DataFrame, tolerance: float = 0.05, min_intervals: i
     steps = f["steps_total"].to_numpy()
     ok = [bool(near.iloc[i] and near.iloc[i + 1] and steps[i + 1] > steps[i]) for i in range(len(f) - 1)]
     return _window(f, _longest_run(ok), min_intervals)
+
+
+# ---------------------------------------------------------------------------------------------
+# A flood's steady window (parts 1, 3, 5 and 6): the batch held at the server's cap
+# ---------------------------------------------------------------------------------------------
+
+# A flood's steady window must hold at least this many engine steps (per engine) and MIN_INTERVALS poll
+# intervals. A poll's time is the middle of its request, off by up to half the request at each end of a window;
+# over 100 steps that error is a hundredth of it per step. 100 is also most of one wave of the parts' 128-token
+# outputs, so a window that short of it holds less than one cohort's decode.
+MIN_FLOOD_STEPS = 100
+FLOOD_SHARE = 0.95  # "at the cap": the running batch within 5% of it
+# The columns a part puts beside a flood's whole-pass figures (point_steady_row); steady_polled: whether the pass was
+# polled at all (not polled: every figure NaN; polled, no window: NaN with steady_polled True)
+STEADY_COLUMNS = ["steady_polled", "steady_output_tok_s", "steady_step_ms", "steady_running_mean", "steady_window_s",
+                  "steady_steps"]
+
+
+def flood_steady(frame: pd.DataFrame, cap: int, engines: int = 1, share: float = FLOOD_SHARE,
+                 min_steps: float = MIN_FLOOD_STEPS, min_intervals: int = MIN_INTERVALS) -> Window | None:
+    """The steady window of a flood pass, from its poll frame (poller.poll_frame): the longest run of poll intervals
+    in which the running batch is at the cap (at least `share` of `cap` x `engines` at both ends of the interval:
+    the engine cannot run more than its cap) and the engine steps. The window's `output_tok_s` is its generated
+    tokens over its seconds, `step_ms` its seconds over its steps, `running_mean` the mean running batch of its polls
+    (all engines together). Refills' prefills inside the run are counted (its `prompt` says how many tokens).
+
+    `engines`: a server of several engines (data parallel) whose /metrics sums their counters (poll_frame sums a
+    name over its label sets): the cap is per engine, and the window's `steps` are per engine (the summed counter
+    over `engines`), so `step_ms` is one engine's step period. None where no run holds at least `min_steps` steps
+    (per engine) over at least `min_intervals` intervals: a pass whose batch never reaches the cap, or that leaves
+    it before that long (waves that empty between cohorts, a pass too short), has no steady window."""
+    f = _clean(frame)
+    if len(f) < 2 or cap <= 0 or engines <= 0:
+        return None
+    need = share * cap * engines
+    run, steps = f["running"].to_numpy(), f["steps_total"].to_numpy()
+    ok = [bool(run[i] >= need and run[i + 1] >= need and steps[i + 1] > steps[i]) for i in range(len(f) - 1)]
+    w = _window(f, _longest_run(ok), min_intervals)
+    if w is None:
+        return None
+    if engines != 1:
+        w = Window(**{**asdict(w), "steps": w.steps / engines})
+    return w if w.steps >= min_steps else None
+
+
+def point_steady(pt, label: str = "bench", engines: int | None = None) -> Window | None:
+    """flood_steady of a point's measured pass `label`, from its poll artefact (`<label>-metrics.jsonl.xz`), at the
+    point's max_num_seqs and engines (params["engines"], else 1). None where the point was not polled (no artefact)
+    and where its pass has no steady window; a poll file its manifest lists but the disk lacks is an error
+    (store.open_artefact), never a missing value."""
+    from .poller import artefact_name, poll_table
+    from .store import open_artefact
+
+    try:
+        path = open_artefact(pt.path, artefact_name(label))
+    except FileNotFoundError:
+        return None
+    if engines is None:
+        engines = int(pt.params.get("engines") or 1)
+    return flood_steady(poll_table(path), int(pt.record.max_num_seqs), engines=engines)
+
+
+def polled(pt, label: str = "bench") -> bool:
+    """Whether a point's pass `label` was polled (its poll artefact is on disk, plain or gzipped)."""
+    from .poller import artefact_name
+
+    name = artefact_name(label)
+    return (pt.path / name).exists() or (pt.path / (name + ".gz")).exists()
+
+
+def steady_row(w: Window | None, was_polled: bool) -> dict:
+    """STEADY_COLUMNS of a window (NaN each where there is none)."""
+    if w is None:
+        return {"steady_polled": bool(was_polled), **dict.fromkeys(STEADY_COLUMNS[1:], math.nan)}
+    return {"steady_polled": bool(was_polled), "steady_output_tok_s": w.output_tok_s, "steady_step_ms": w.step_ms,
+            "steady_running_mean": w.running_mean, "steady_window_s": w.duration_s, "steady_steps": w.steps}
+
+
+def point_steady_row(pt, label: str = "bench") -> dict:
+    """STEADY_COLUMNS of a flood point (point_steady): NaN figures where it was not polled or has no window."""
+    return steady_row(point_steady(pt, label), polled(pt, label))

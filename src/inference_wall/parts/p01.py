@@ -30,6 +30,7 @@ DEFAULTS = {
     "cold_prompts": 24,
     "single_prompts": 8,  # one request at a time (--max-concurrency 1)
     "flood_prompts": 1024,
+    "poll_s": 0.25,  # /metrics during the flood's measured pass (its steady window, steady.flood_steady)
     # Offered rates as fractions of the flood's completed req/s, so every rig gets the three regimes.
     "rate_fractions": [0.125, 0.25, 0.5, 0.75, 0.9, 1.1, 1.5, 2.0, 4.0],
     "rates_rps": None,  # absolute rates instead (e.g. the series' [1, 2, 4, 6, 8, 10, 16, 32])
@@ -77,7 +78,7 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
                                                                  seed=next(seed)))],
               {"kind": "single", "max_concurrency": 1}),
         point("flood", [PassPlan("bench", "measured", PassSpec(num_prompts=p["flood_prompts"], seed=next(seed)))],
-              {"kind": "rate", "offered_rate_rps": math.inf}),
+              {"kind": "rate", "offered_rate_rps": math.inf}, poll_metrics_s=float(p["poll_s"])),
     ]
     relative = not p["rates_rps"]
     for rate in (p["rate_fractions"] if relative else p["rates_rps"]):
@@ -106,7 +107,11 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
 # Replay: tables, per-rig views and claims
 # ---------------------------------------------------------------------------------------------
 def rate_table(data_dir=None, rigs: list[str] | None = None, loaded: dict | None = None) -> pd.DataFrame:
-    """Table 1 for every rig: published rows and measured rows (the rate points plus the flood)."""
+    """Table 1 for every rig: published rows and measured rows (the rate points plus the flood). The flood's row
+    also carries its steady window (steady.STEADY_COLUMNS, from /metrics polled during it: the running batch at the
+    cap) beside its whole-pass figures; NaN on the rate rows and where the flood was not polled or has none."""
+    from ..steady import point_steady_row, steady_row
+
     ref = load_reference(1, data_dir)["rate_sweep"].assign(source="published")
     rows = []
     pts = ([p for by_name in loaded.values() for p in by_name.values()] if loaded is not None
@@ -117,8 +122,11 @@ def rate_table(data_dir=None, rigs: list[str] | None = None, loaded: dict | None
         row = pass_summary(pt)
         row.update(offered_rate_rps=float(pt.params["offered_rate_rps"]), source="measured",
                    rate_fraction=pt.params.get("rate_fraction"), e2el_mean_ms=pt.bench().ms("e2el", "mean"))
+        flood = not math.isfinite(row["offered_rate_rps"])
+        row.update(point_steady_row(pt) if flood else steady_row(None, False))
         rows.append(row)
-    table = pd.concat([ref, pd.DataFrame(rows)], ignore_index=True) if rows else ref
+    table = pd.concat([ref, pd.DataFrame(rows)], ignore_index=True) if rows else ref.assign(**steady_row(None, False))
+    table = table.assign(steady_polled=table["steady_polled"].eq(True))  # published rows: not polled
     if rigs is not None:
         table = table[table["rig"].isin(rigs)]
     return table.sort_values(["rig", "offered_rate_rps"]).reset_index(drop=True)

@@ -32,6 +32,7 @@ DEFAULTS = {
     "small_preset": None,  # e.g. "qwen2.5-0.5b": the same sweep on a small model, for the cliff's height
     "small_caps": None,  # caps for the small model (default: caps)
     "min_window_s": 10.0,  # a measured pass shorter than this is flagged as too short to trust
+    "poll_s": 0.25,  # /metrics during every flood's measured pass (its steady window, steady.flood_steady)
 }
 
 
@@ -83,7 +84,8 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
                                    passes=[PassPlan("bench", "measured", spec)],
                                    params={"max_num_seqs": cap, "model": "small" if small else "main"},
                                    preset=p["small_preset"] if small else None,
-                                   min_window_s=p["min_window_s"], max_prompts=p["max_prompts"]))
+                                   min_window_s=p["min_window_s"], max_prompts=p["max_prompts"],
+                                   poll_metrics_s=float(p["poll_s"])))
     return plans
 
 
@@ -94,19 +96,24 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
 
 def sweep_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     """Published rows (rig a10g-published) and measured rows, one per (rig, model, cap); measured rows also
-    carry the largest batch vLLM captured a CUDA graph for (`graph_max_batch`, from /server_info)."""
+    carry the largest batch vLLM captured a CUDA graph for (`graph_max_batch`, from /server_info) and, beside the
+    whole-pass figures, the flood's steady window (steady.STEADY_COLUMNS, from /metrics polled during the pass: the
+    running batch at the cap; NaN where the pass was not polled or holds no such window)."""
+    from ..steady import point_steady_row, steady_row
+
     ref = load_reference(3, data_dir)["mns_sweep"].assign(model="main", source="published")
     rows = []
     for pt in load_points(NAME, data_dir, rigs):
         row = pass_summary(pt)
         row.update(model=pt.params.get("model", "main"), source="measured",
                    window_s=row["duration_s"], min_window_s=pt.manifest.get("parameters", {}).get("min_window_s", 0),
-                   graph_max_batch=graph_capture_limit(pt))
+                   graph_max_batch=graph_capture_limit(pt), **point_steady_row(pt))
         if row["model"] == "small" and (pt.manifest.get("session") or {}).get("has_startup"):
             row["weights_gib"] = pt.startup().weights_gib  # the small model's weight stream (few, small logs)
         rows.append(row)
     measured = pd.DataFrame(rows)
-    table = pd.concat([ref, measured], ignore_index=True) if len(measured) else ref
+    table = pd.concat([ref, measured], ignore_index=True) if len(measured) else ref.assign(**steady_row(None, False))
+    table = table.assign(steady_polled=table["steady_polled"].eq(True))  # published rows: not polled
     if rigs is not None:
         table = table[table["rig"].isin(rigs)]
     return table.sort_values(["rig", "model", "max_num_seqs"]).reset_index(drop=True)

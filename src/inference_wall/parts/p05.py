@@ -45,6 +45,7 @@ DEFAULTS = {
     "max_prompts": 4096,
     "min_window_s": 10.0,
     "seed": 0,  # a flood's prompts: the same for every cap, format and rig (and part 3's)
+    "poll_s": 0.25,  # /metrics during every flood's measured pass (its steady window, steady.flood_steady)
 }
 
 FORMAT_SERVE_ARGS = {"fp16": [], "int4": [], "fp8": ["--quantization", "fp8"]}
@@ -87,12 +88,14 @@ def served_presets(p: dict, profile) -> list[str]:
 def flood_point(key: str, cap: int, session: str, p: dict, preset: str, args: list[str], engines: int = 1,
                 params: dict | None = None) -> PointPlan:
     """A flood at `cap` running sequences per engine (`engines` of them share the client's requests), on the
-    server of `session`; its prompts keep p["seed"], the same for every cap, variant and rig."""
+    server of `session`; its prompts keep p["seed"], the same for every cap, variant and rig; /metrics polled every
+    p["poll_s"] seconds during it (its steady window)."""
     return PointPlan(name=point_name(key, f"mns-{cap:03d}"), session=session, max_num_seqs=cap,
                      passes=[PassPlan("bench", "measured", PassSpec(num_prompts=prompts_for_cap(cap * engines, p),
                                                                      seed=p["seed"]))],
                      params={"kind": "flood", "max_num_seqs": cap, **(params or {})}, preset=preset,
-                     serve_args=list(args), min_window_s=p["min_window_s"], max_prompts=p["max_prompts"])
+                     serve_args=list(args), min_window_s=p["min_window_s"], max_prompts=p["max_prompts"],
+                     poll_metrics_s=float(p["poll_s"]))
 
 
 def stream_points(key: str, p: dict, preset: str, args: list[str], params: dict | None = None,
@@ -158,8 +161,11 @@ def kernels_in_log(text: str) -> list[str]:
 
 def point_table(data_dir=None, rigs: list[str] | None = None, part: str = NAME, key: str = "format") -> pd.DataFrame:
     """One row per measured pass of part 5 (or of `part`, whose variants its points' params[`key`] name): the
-    variant (format, preset), the kind of point, its numbers."""
+    variant (format, preset), the kind of point, its numbers; a flood's row also its steady window beside its
+    whole-pass figures (steady.STEADY_COLUMNS, from /metrics polled during the pass: the running batch at the cap of
+    all its engines), NaN on the other kinds and where a flood was not polled or holds no such window."""
     from ..gpuclocks import point_summary
+    from ..steady import STEADY_COLUMNS, point_steady_row, steady_row
 
     rows = []
     for pt in load_points(part, data_dir, rigs):
@@ -173,10 +179,12 @@ def point_table(data_dir=None, rigs: list[str] | None = None, part: str = NAME, 
                    min_window_s=(pt.manifest.get("parameters") or {}).get("min_window_s", 0.0),
                    bandwidth_gb_s=(pt.manifest.get("rig_info") or {}).get("hbm_bandwidth_gb_s"),
                    gpu_name=gpu_name(pt.manifest))
+        row.update(point_steady_row(pt) if row["kind"] == "flood" else steady_row(None, False))
         rows.append(row)
     cols = ["rig", "point", "kind", key, "model", "preset", "batch", "max_num_seqs", "num_prompts", "completed",
             "duration_s", "completed_rps", "output_tok_s", "ttft_p50_ms", "tpot_p50_ms", "itl_p50_ms", "itl_p99_ms",
-            "running_max", "min_window_s", "bandwidth_gb_s", "gpu_name", "sm_mhz_median", "sw_power_cap_share"]
+            "running_max", "min_window_s", "bandwidth_gb_s", "gpu_name", "sm_mhz_median", "sw_power_cap_share",
+            *STEADY_COLUMNS]
     return pd.DataFrame(rows, columns=cols if not rows else None)
 
 

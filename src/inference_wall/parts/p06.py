@@ -54,6 +54,7 @@ DEFAULTS = {
     "max_prompts": 4096,
     "min_window_s": 10.0,
     "seed": 0,
+    "poll_s": 0.25,  # /metrics during the flood's measured pass (its steady window, steady.flood_steady)
 }
 BAND = p05.BAND
 
