@@ -9,7 +9,7 @@ import pytest
 
 from inference_wall import glance
 from inference_wall.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED
-from inference_wall.parts import p01, p02, p03, p04, p05, p06
+from inference_wall.parts import p00, p01, p02, p03, p04, p05, p06
 
 
 # ------------------------------------------------------------------------------------------ the matrix
@@ -23,16 +23,19 @@ def committed():
 
 def test_matrix_has_one_row_per_claim_of_each_part(committed):
     rows, ids, rigs, m = committed
-    expected = {1: [c.id for c in p01.CLAIMS], 3: [c.id for c in p03.CLAIMS], 4: [c.id for c in p04.CLAIMS],
-                5: [c.id for c in p05.CLAIMS], 6: [c.id for c in p06.CLAIMS]}
+    expected = {0: [c.id for c in p00.CLAIMS], 1: [c.id for c in p01.CLAIMS], 3: [c.id for c in p03.CLAIMS],
+                4: [c.id for c in p04.CLAIMS], 5: [c.id for c in p05.CLAIMS], 6: [c.id for c in p06.CLAIMS]}
     for part, want in expected.items():
         assert list(m[m["part"] == part]["claim"]) == want, part
     two = list(m[m["part"] == 2]["claim"])
     assert len(two) == len(set(two))
     assert [c.id for c in p02.OTHER_CLAIMS] == [c for c in two if not c.startswith("freeze-is-prefill-")]
     assert any(c.startswith("freeze-is-prefill-") for c in two)
-    assert sorted(m["part"].unique()) == [1, 2, 3, 4, 5, 6]
+    assert list(dict.fromkeys(m["part"])) == [0, 1, 2, 3, 4, 5, 6]  # inside a step first, as in the book
     assert rigs[0] == "a10g-published" and "h200" in rigs
+    # the series ran no inside-a-step chapter: its claims are judged on measured rigs only
+    assert set(m[m["part"] == 0]["a10g-published"]) == {"not measured"}
+    assert set(m[m["part"] == 0]["h200"]) - {"not measured"}, "part 0's claims judged nothing on h200"
 
 
 def test_every_cell_is_a_verdict_word(committed):
@@ -63,6 +66,15 @@ def test_matrix_fills_unjudged_rigs_and_keeps_the_parts_order():
     assert 'href="../notebooks/01-hit-the-wall.html#claims"' in html
     assert 'href="../notebooks/06-past-one-gpu.html"' in html
     assert html.count('class="iw-v iw-v-not-measured"') == 4 and html.count("iw-v-holds") == 2
+    assert ">Part 1: Hit the wall</a>" in html and ">Part 6: Past one GPU</a>" in html
+
+
+def test_part_0_is_named_by_its_title_and_links_its_page():
+    assert glance.part_label(0) == "Inside a step" and glance.part_label(3) == "Part 3: The batching cliff"
+    rows = pd.DataFrame([{"part": 0, "claim": "k", "post": "", "rig": "h200", "verdict": "holds", "detail": ""}])
+    html = glance.matrix_html(glance.matrix(rows, {0: ["k"]}, ["h200"]), ["h200"])
+    assert '<a href="../notebooks/00-inside-a-step.html">Inside a step</a>' in html
+    assert "Part 0" not in html
 
 
 def test_a_verdict_without_a_word_is_an_error():

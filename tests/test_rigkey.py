@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from inference_wall.rigkey import rig_key
+from inference_wall.rigkey import rig_key, summary_line
 from inference_wall.schema import PUBLISHED_RIG
 from inference_wall.store import MANIFEST, point_dir
 
@@ -117,3 +117,46 @@ def test_the_repositorys_rigs():
     assert "Weights: dummy" in line and "(the series: 0.18.0)" in line
     assert "--gdn-prefill-backend triton" in line
     assert not re.search(r"\b(nan|NaN|None|True|False)\b", text)
+
+
+# --- the key folds behind one line that names the rigs, so that the page's first figure comes before it -------------
+def rendered(text):
+    """The key as the book renders a notebook's Markdown output (CommonMark: the <details> lines are HTML blocks)."""
+    from bs4 import BeautifulSoup
+    from markdown_it import MarkdownIt
+
+    return BeautifulSoup(MarkdownIt("commonmark").render(text), "html.parser")
+
+
+def test_the_key_folds_behind_one_line_naming_its_rigs(data):
+    profile(data, "base", description="One GPU.", notes=["Why it differs."])
+    profile(data, "base-again", description="The same GPU again.", repeat_of="base")
+    text = rig_key([PUBLISHED_RIG, "base", "base-again", "base"], data)
+    assert text.startswith(summary_line([PUBLISHED_RIG, "base", "base-again"]))
+    assert text.count("<details") == text.count("</details>") == 2
+    soup = rendered(text)
+    (key,) = soup.select("details.iw-rigkey")
+    assert key.parent.name == "[document]"  # nothing of the key outside its toggle
+    line = key.find("summary", recursive=False).get_text()
+    assert line.startswith("Rig key: a10g-published, base, base-again ("), line  # each rig once, in the page's order
+    # every rig's bullet and the profiles' notes are inside the folded key, the notes in their own toggle
+    items = [li.get_text(" ", strip=True) for li in key.select(":scope > ul > li")]
+    assert [i.split(" ")[0] for i in items] == [PUBLISHED_RIG, "base", "base-again"]
+    (notes,) = key.select(":scope > details")
+    assert "Why it differs." in notes.get_text()
+    assert not key.has_attr("open") and not notes.has_attr("open")
+
+
+def test_the_keys_line_escapes_what_it_names():
+    line = summary_line(["a<b", "c&d"])
+    assert "a&lt;b, c&amp;d" in line and "a<b" not in line
+    assert line.startswith('<details class="iw-rigkey"><summary>') and line.endswith("</summary>")
+
+
+def test_a_key_without_notes_still_closes_its_toggle(data):
+    profile(data, "plain", description="A stock GPU.")
+    text = rig_key(["plain"], data)
+    assert "Why each rig differs" not in text
+    assert text.count("<details") == text.count("</details>") == 1
+    (key,) = rendered(text).select("details.iw-rigkey")
+    assert "A stock GPU." in key.get_text()

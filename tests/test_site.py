@@ -268,6 +268,65 @@ def test_one_search_field(page, base_url, viewport):
     assert len(fields) == 1, f"{len(fields)} visible search fields or buttons at {viewport}"
 
 
+# The first figure of a page: its first chart, or a figure image, that is drawn (one in a closed toggle is not).
+FIRST_SCREEN = """() => {
+    const box = el => { if (!el) return null; const r = el.getBoundingClientRect();
+                        return r.width > 0 && r.height > 0 ? {top: r.top + window.scrollY, bottom: r.bottom + window.scrollY}
+                                                           : null; };
+    const article = document.querySelector('article.bd-article') || document.querySelector('main');
+    const figures = Array.from(article.querySelectorAll(
+        'div[id^="altair-viz-"], figure img, .cell_output img')).map(box).filter(b => b);
+    return {title: box(article.querySelector('h1')), findings: box(article.querySelector('.iw-findings')),
+            figure: figures.length ? figures[0] : null};
+}"""
+
+
+# Pages whose first figure still follows prose or a table that comes after the opening block (the findings box and
+# the rig key), which the notebooks' later cells own: reported to the lead, the figure's check xfailed by name only
+# (remove a page when its figure moves up; a page listed here whose figure is on the first screen fails).
+FIRST_FIGURE_BELOW: dict[str, str] = {
+    "notebooks/00-inside-a-step": "the chapter's introduction and its first heading come before Figure 0.1",
+    "notebooks/01-hit-the-wall": "the introduction, 'Warm before you measure', 'Where the memory goes' and the rate "
+                                 "table come before the first chart",
+    "notebooks/02-prefill-freeze": "the introduction, 'The experiment' and the tables of 'What was measured' come "
+                                   "before the first chart",
+    "notebooks/03-batching-cliff": "the introduction and the sweep's table come before the first chart",
+    "notebooks/04-kv-starvation": "the introduction and 'How a request holds memory' come before the first chart",
+    "notebooks/05-four-bits": "the introduction and the predicted-bytes table come before the first chart",
+    "notebooks/06-past-one-gpu": "the introduction and the predicted-bytes table come before the first chart",
+}
+
+
+@pytest.mark.parametrize("doc", PART_DOCS)
+def test_first_screen_holds_title_findings_and_first_figure(page, base_url, doc):
+    """Issue 24: at 1366x900 a part's title, its findings box and its first figure start on the first screen; on a
+    phone (390 px) the findings box ends before the first figure begins, and its "in full" switch opens the rest."""
+    visit_at(page, base_url, doc, "desktop")
+    desktop = page.evaluate(FIRST_SCREEN)
+    height = VIEWPORTS["desktop"]["height"]
+    missing = [k for k, v in desktop.items() if v is None]
+    assert not missing, f"{doc}: no {missing} on the page"
+    late = {k: round(desktop[k]["top"]) for k in ("title", "findings") if desktop[k]["top"] >= height}
+    assert not late, f"{doc} at 1366x{height}: tops below the first screen (px): {late}"
+
+    visit_at(page, base_url, doc, "phone")
+    phone = page.evaluate(FIRST_SCREEN)
+    assert phone["findings"] and phone["figure"], f"{doc} at 390 px: {phone}"
+    assert phone["findings"]["bottom"] <= phone["figure"]["top"], f"{doc} at 390 px: the findings box is not above the figure"
+    switch = page.locator(".iw-findings-switch")
+    rest = page.locator(".iw-findings .iw-rest")
+    if switch.count() and rest.count():
+        assert not rest.first.is_visible(), f"{doc}: a finding's rest shows before the switch is on"
+        switch.first.click()
+        assert rest.first.is_visible(), f"{doc}: 'in full' did not show the rest"
+
+    figure_top = round(desktop["figure"]["top"])
+    if doc in FIRST_FIGURE_BELOW:
+        assert figure_top >= height, f"{doc}: its first figure is on the first screen now: remove it from FIRST_FIGURE_BELOW"
+        pytest.xfail(f"first figure's top at {figure_top} px of {height}: {FIRST_FIGURE_BELOW[doc]}")
+    assert figure_top < height, f"{doc} at 1366x{height}: the first figure's top is at {figure_top} px"
+
+
 # ------------------------------------------------------------------------- what a reader reads (no browser)
 import json  # noqa: E402
 import re  # noqa: E402

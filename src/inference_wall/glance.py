@@ -25,8 +25,13 @@ NOT_COMPARABLE = "not comparable"
 WORDS = {HOLDS: "holds", DIFFERS: "differs", INCONCLUSIVE: "inconclusive", NOT_MEASURED: "not measured",
          NOT_COMPARABLE: "not comparable"}
 VERDICT_WORDS = tuple(WORDS.values())
-PART_TITLES = {1: "Hit the wall", 2: "The prefill freeze", 3: "The batching cliff", 4: "KV starvation",
-               5: "Four bits", 6: "Past one GPU"}
+PART_TITLES = {0: "Inside a step", 1: "Hit the wall", 2: "The prefill freeze", 3: "The batching cliff",
+               4: "KV starvation", 5: "Four bits", 6: "Past one GPU"}
+
+
+def part_label(part: int) -> str:
+    """A part's name in the matrix: "Part 1: Hit the wall"; the chapter before the series by its title alone."""
+    return f"Part {part}: {PART_TITLES[part]}" if part else PART_TITLES[part]
 
 
 def part_page(part: int) -> str:
@@ -55,6 +60,17 @@ def _rows(part: int, frame: pd.DataFrame) -> pd.DataFrame:
                          "detail": ""})
 
 
+def part0_rows(data_dir=None) -> tuple[pd.DataFrame, list[str]]:
+    """Inside a step's claims on every measured rig its page shows (the published series ran no such chapter)."""
+    from . import parts
+    from .parts import p00
+
+    shown = [r for r in parts.page_rigs(0, data_dir) if r != PUBLISHED_RIG]
+    tables = p00.page_tables(data_dir, shown)
+    views = {rig: p00.rig_view(rig, tables, parts.parameters(0, rig, data_dir), data_dir) for rig in shown}
+    return _rows(0, evaluate(p00.CLAIMS, views)), [c.id for c in p00.CLAIMS]
+
+
 def part1_rows(data_dir=None) -> pd.DataFrame:
     from . import parts
     from .parts import p01
@@ -80,27 +96,21 @@ def part2_rows(data_dir=None) -> pd.DataFrame:
     return _rows(2, evaluate(p02.page_claims(views), views, facts))
 
 
-def part1_rig(rig: str, data_dir=None) -> str:
-    """The rig whose part 1 a rig's part 3 is judged against: itself, or the rig it repeats (as part 3's notebook)."""
-    from .rig import load_profile
-
-    if rig == PUBLISHED_RIG:
-        return rig
-    return load_profile(rig, data_dir).repeat_of or rig
-
-
 def part3_rows(data_dir=None) -> pd.DataFrame:
     from . import parts
     from .parts import p01, p03
 
+    # a rig's part 3 is judged against the part 1 of its family: itself, or the rig it repeats (p01's _family,
+    # the package's one reading of a profile's repeat_of; part 3's notebook reads the profile the same way)
     shown = parts.page_rigs(3, data_dir)
     table = p03.sweep_table(data_dir, shown)
     facts = p03.reference_view(data_dir)
-    rigs1 = sorted({part1_rig(r, data_dir) for r in shown})
+    family = {r: p01._family(r, data_dir) for r in shown}
+    rigs1 = sorted(set(family.values()))
     tables1 = p01.page_tables(data_dir, rigs1)
     views1 = {r: p01.rig_view(r, data_dir, tables1) for r in rigs1}
     spread = p03.run_to_run(table)
-    views = {rig: p03.rig_view(table, rig, views1[part1_rig(rig, data_dir)], facts, spread) for rig in shown}
+    views = {rig: p03.rig_view(table, rig, views1[family[rig]], facts, spread) for rig in shown}
     return _rows(3, evaluate(p03.CLAIMS, views, facts))
 
 
@@ -165,6 +175,7 @@ def claim_rows(data_dir=None) -> tuple[pd.DataFrame, dict[int, list[str]]]:
     from .parts import p01, p03, p04
 
     frames, ids = [], {}
+    rows0, ids[0] = part0_rows(data_dir)
     for part, fn in ((1, part1_rows), (2, part2_rows), (3, part3_rows), (4, part4_rows)):
         frames.append(fn(data_dir))
     ids[1] = [c.id for c in p01.CLAIMS]
@@ -175,6 +186,7 @@ def claim_rows(data_dir=None) -> tuple[pd.DataFrame, dict[int, list[str]]]:
         rows, part_ids = fn(data_dir)
         frames.append(rows)
         ids[part] = part_ids
+    frames.append(rows0)
     rows = pd.concat([f for f in frames if len(f)], ignore_index=True)
     return rows, ids
 
@@ -217,8 +229,8 @@ def matrix_html(m: pd.DataFrame, rigs: list[str]) -> str:
     body = []
     for part in sorted(m["part"].unique()):
         page = part_page(int(part))
-        body.append(f'<tr class="iw-v-part"><th colspan="{1 + len(rigs)}"><a href="{page}">Part {int(part)}: '
-                    f'{html.escape(PART_TITLES[int(part)])}</a></th></tr>')
+        body.append(f'<tr class="iw-v-part"><th colspan="{1 + len(rigs)}"><a href="{page}">'
+                    f'{html.escape(part_label(int(part)))}</a></th></tr>')
         for r in m[m["part"] == part].to_dict("records"):
             post = f'<span class="iw-v-post">{html.escape(r["post"])}</span>' if r["post"] else ""
             cells = []

@@ -4,7 +4,8 @@ One bullet per rig, from its profile in data/rigs/<rig>.json (shown through :fun
 of a profile reaches the page) and from what its runs recorded (the manifests' ``rig_info.vllm`` and
 ``model.source``): the description, whether the weights are the real checkpoint or random ones of its shapes,
 the vLLM version beside the series' own, and the flags and environment that differ from a stock
-``vllm serve``. The profiles' notes, which say why, fold behind one toggle under the list.
+``vllm serve``. The profiles' notes, which say why, fold behind one toggle under the list; the whole key folds behind
+one line that names the rigs, so that it takes one line of the page's first screen.
 """
 from __future__ import annotations
 
@@ -108,7 +109,8 @@ def _bullet(rig: str, data_dir: Path | None, part, series_vllm: str) -> tuple[st
 
 def rig_key(rigs: Iterable[str], data_dir: Path | None = None, part: int | str | None = None) -> str:
     """Markdown: one bullet per rig shown (the published rig from data/reference), then the profiles' notes
-    behind a toggle. ``part`` limits the recorded vLLM versions to that part's runs (default: all parts)."""
+    behind a toggle, all folded behind one line that names the rigs (a ``<details>`` whose summary is
+    :func:`summary_line`). ``part`` limits the recorded vLLM versions to that part's runs (default: all parts)."""
     rigs = list(dict.fromkeys(rigs))
     if not rigs:
         return "**Rig key**: no rig has measured this part yet."
@@ -123,10 +125,17 @@ def rig_key(rigs: Iterable[str], data_dir: Path | None = None, part: int | str |
         bullets.append(line)
         if notes:
             folded.append((rig, notes))
-    text = "**Rig key**\n\n" + "\n".join(f"- {b}" for b in bullets)
+    text = f"{summary_line(rigs)}\n\n" + "\n".join(f"- {b}" for b in bullets)
     if folded:
         body = "".join(f"<p><strong>{html.escape(rig)}</strong></p><ul>"
                        + "".join(f"<li>{_html_words(n)}</li>" for n in notes) + "</ul>" for rig, notes in folded)
         text += ("\n\n<details><summary>Why each rig differs from a stock server (its profile's notes)</summary>"
-                 f"{body}</details>\n")
-    return text
+                 f"{body}</details>")
+    return text + "\n\n</details>\n"
+
+
+def summary_line(rigs: list[str]) -> str:
+    """The key's one visible line, the opening of its toggle: which rigs the page shows (HTML)."""
+    names = ", ".join(html.escape(r) for r in rigs)
+    return (f'<details class="iw-rigkey"><summary><strong>Rig key</strong>: {names} '
+            '<span class="iw-rigkey-hint">(what each rig is: its weights, vLLM and flags)</span></summary>')
