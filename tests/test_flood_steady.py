@@ -196,3 +196,20 @@ def test_committed_h200_points_still_plan_as_they_were_made(part):
     src = SettingsSource(list(parts.SERVE_ARGS), dict(parts.SERVER_ENV), profile,
                          Workload(params["input_len"], params["output_len"]))
     assert changed_points(plans, rig_dir(part, "h200"), src) == {}
+
+
+def test_part4s_floods_carry_their_steady_window_beside_the_whole_pass():
+    import math
+
+    from inference_wall.parts import p04
+
+    t = p04.point_table(None, ["h200"])
+    if not len(t):
+        pytest.skip("no part-4 h200 runs committed")
+    rated = t[~t["offered_rate_rps"].map(math.isinf)]
+    assert rated["steady_output_tok_s"].isna().all()  # a pass at a finite rate has no flood window
+    held = t.dropna(subset=["steady_output_tok_s"])
+    assert ((held["steady_running_mean"] >= 0.95 * held["max_num_seqs"]) & (held["steady_step_ms"] > 0)).all()
+    words = p04.steady_words(t)
+    assert words and "nan" not in words.lower()
+    assert f"{len(t) - len(held) - len(rated)} of" in words or not (len(t) - len(held) - len(rated))

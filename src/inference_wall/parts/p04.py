@@ -240,7 +240,8 @@ POINT_COLUMNS = ["rig", "model", "workload", "offered_rate_rps", "pool_pages", "
                  "waiting_max", "kv_usage_max_pct", "preemptions", "preempted_per_request", "num_prompts",
                  "duration_s", "completed_rps", "output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms",
                  "itl_p99_ms", "e2el_p50_ms", "e2el_p99_ms", "max_gap_ms", "server_step_ms",
-                 "server_tok_per_step", "server_gen_tok_s", "pool_logged", "point"]
+                 "server_tok_per_step", "server_gen_tok_s", "steady_output_tok_s", "steady_step_ms",
+                 "steady_running_mean", "pool_logged", "point"]
 
 GAP_FLOOR_MS = 20.0  # gaps kept per pass for the stall count (a stall is longer than any on a calm pool)
 
@@ -313,11 +314,45 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
             "output_tok_s": s["output_tok_s"], "ttft_p50_ms": s["ttft_p50_ms"], "ttft_p99_ms": s["ttft_p99_ms"],
             "itl_p50_ms": s["itl_p50_ms"], "itl_p99_ms": s["itl_p99_ms"], "e2el_p50_ms": s["e2el_p50_ms"],
             "e2el_p99_ms": s["e2el_p99_ms"], "max_gap_ms": max_gap, **server_steps(polls),
+            **_steady(polls, cap, float(prm.get("offered_rate_rps", math.inf))),
             "pool_logged": pool_logged, "point": pt.name,
         })
     table = add_stalls(pd.DataFrame(rows, columns=POINT_COLUMNS), gaps)
     return table.sort_values(["rig", "model", "workload", "offered_rate_rps", "pool_pages"],
                              ascending=[True, True, False, False, False]).reset_index(drop=True)
+
+
+from ..steady import MIN_FLOOD_STEPS, flood_steady  # noqa: E402  (the flood's steady window, shared with parts 1, 3, 5)
+
+
+def _steady(polls: pd.DataFrame, cap: int, rate: float) -> dict:
+    """A flood's steady window at its cap (steady.flood_steady over the pass's polls): output, step and running
+    batch; NaN for a pass at a finite rate, an unpolled pass, and a flood whose batch never held the cap."""
+    w = flood_steady(polls, cap) if len(polls) and math.isinf(rate) else None
+    return {"steady_output_tok_s": w.output_tok_s if w else math.nan, "steady_step_ms": w.step_ms if w else math.nan,
+            "steady_running_mean": w.running_mean if w else math.nan}
+
+
+def steady_words(table: pd.DataFrame) -> str | None:
+    """Per rig: each flood's steady window beside its whole pass (client), and the floods whose batch never held the
+    cap long enough for one: a whole pass of a synchronised flood holds its ramp and drain too."""
+    f = table[np.isinf(table["offered_rate_rps"].astype(float))] if len(table) else table
+    if not len(f):
+        return None
+    out = []
+    for rig, g in f.groupby("rig", sort=True):
+        held = g.dropna(subset=["steady_output_tok_s"])
+        lost = g[g["steady_output_tok_s"].isna()]
+        words = []
+        if len(held):
+            words.append("output in the steady window against the whole pass, for the floods that held their cap: "
+                         + ", ".join(f"{r.model}/{r.workload} at {int(r.pool_pages):,} pages {r.steady_output_tok_s:,.0f}"
+                                     f" against {r.output_tok_s:,.0f} tok/s" for r in held.itertuples()))
+        if len(lost):
+            words.append(f"{len(lost)} of {len(g)} floods never kept the batch at the cap for {MIN_FLOOD_STEPS} "
+                         "steps, so their whole-pass figures are all there is")
+        out.append(f"On {rig}, " + "; ".join(words) + ".")
+    return " ".join(out)
 
 
 def timeline(data_dir=None, rigs: list[str] | None = None, max_rows: int = 4000) -> pd.DataFrame:
