@@ -282,3 +282,19 @@ def test_a_reduced_plan_runs_on_the_cpu_build_and_its_windows_time_the_step(link
         row = table.loc[name]
         if row["window"] == row["window"]:  # not NaN
             assert row["step_ms"] > 0 and row["tokens_per_step"] == pytest.approx(1)
+
+
+def test_the_api_server_variant_plans_its_flag_and_stays_out_of_the_host_overlap():
+    profile = load_profile("h200")
+    plans = p00.plan(p00.DEFAULTS, profile)
+    api = [p for p in plans if p.params["variant"] == "0.5b-api2"]
+    assert api and all("--api-server-count" in p.serve_args for p in api)
+    assert sorted(p.params["batch"] for p in api) == sorted(p00.DEFAULT_VARIANTS["0.5b-api2"]["decode_batches"])
+    pts = pd.DataFrame([{"rig": "r", "variant": v, "kind": "decode", "sampling": "server", "batch": b, "step_ms": s,
+                         "running_max_pass": run, "after_trace": False}
+                        for v, b, s, run in [("0.5b", 64, float("nan"), 60), ("0.5b-api2", 64, 3.0, 64),
+                                             ("0.5b", 256, 11.0, 255), ("0.5b-api2", 256, 10.0, 256)]])
+    assert p00.host_overlap(pts, "r", p00.DEFAULT_VARIANTS).empty  # two API servers are not the sync server
+    api_t = p00.api_servers(pts, "r", p00.DEFAULT_VARIANTS).set_index("batch")
+    assert api_t.loc[64, "running_one"] == 60 and api_t.loc[64, "running_more"] == 64
+    assert api_t.loc[256, "step_more_ms"] == 10.0 and api_t.loc[64, "api_servers"] == "2"

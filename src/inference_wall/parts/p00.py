@@ -50,6 +50,10 @@ DEFAULT_VARIANTS = {
                 "decode_batches": [1, 8, 64, 256, 1024], "trace_batches": [1, 256]},
     "9b-int4": {"preset": "qwen3.5-9b-gptq-int4", "serve_args": [], "measure": ["decode", "trace"],
                 "decode_batches": [1, 8, 64, 256, 1024], "trace_batches": [1, 256]},
+    # the API server's share (component 6): the dense 0.5B, whose passes at 64, 512 and 1,024 never held their batch
+    # with one API server, again with two (the engine the same)
+    "0.5b-api2": {"preset": "qwen2.5-0.5b", "serve_args": ["--api-server-count", "2"], "measure": ["decode"],
+                  "base": "0.5b", "decode_batches": [64, 256, 512, 1024]},
 }
 # A variant may set its own batches (these keys), else the part's; a variant with a `base` uses sync_batches.
 VARIANT_KEYS = ("decode_batches", "sampling_batches", "trace_batches")
@@ -57,7 +61,7 @@ MEASURES = ("decode", "sampling", "context", "trace")
 
 DEFAULTS = {
     "variants": DEFAULT_VARIANTS,
-    "order": ["4b", "4b-sync", "0.5b", "9b-fp16", "9b-int4"],  # servers in this order (the budget cuts the tail)
+    "order": ["4b", "4b-sync", "0.5b", "9b-fp16", "9b-int4", "0.5b-api2"],  # servers in this order (the budget cuts the tail)
     "max_num_seqs": 1024,
     "input_len": 256,  # the session's warm-up flood (the part's workload)
     "output_len": 128,
@@ -440,7 +444,7 @@ def host_overlap(points: pd.DataFrame, rig: str, variants: dict) -> pd.DataFrame
     rows = []
     for name, v in variants.items():
         base = v.get("base")
-        if not base:
+        if not base or SYNC_FLAG not in v.get("serve_args", []):
             continue
         sync, asyn = _steps(pts, name), _steps(pts, base)
         for b in sync.index:
@@ -448,6 +452,31 @@ def host_overlap(points: pd.DataFrame, rig: str, variants: dict) -> pd.DataFrame
                 rows.append({"variant": base, "batch": int(b), "sync_ms": sync[b], "async_ms": asyn[b],
                              "hidden_ms": sync[b] - asyn[b]})
     return pd.DataFrame(rows, columns=["variant", "batch", "sync_ms", "async_ms", "hidden_ms"])
+
+
+def api_servers(points: pd.DataFrame, rig: str, variants: dict) -> pd.DataFrame:
+    """Per variant that adds API servers to a `base` (its serve_args name --api-server-count) and per batch: the
+    step and the most requests running at once with the base's one API server and with the variant's, so a reader
+    sees whether the front end held the batch back (a pass that never held its batch has no step)."""
+    pts = points[(points["rig"] == rig) & (points["kind"] == "decode")]
+    rows = []
+    for name, v in variants.items():
+        args = v.get("serve_args", [])
+        base = v.get("base")
+        if not base or API_FLAG not in args:
+            continue
+        count = args[args.index(API_FLAG) + 1] if args.index(API_FLAG) + 1 < len(args) else "?"
+        mine = pts[pts["variant"] == name].set_index("batch")
+        theirs = pts[(pts["variant"] == base) & (pts["sampling"] == "server")].set_index("batch")
+        for b in sorted(set(mine.index) | set(theirs.index) if len(mine) else []):
+            one, more = (theirs.loc[b] if b in theirs.index else None), (mine.loc[b] if b in mine.index else None)
+            rows.append({"variant": base, "api_servers": count, "batch": int(b),
+                         "step_one_ms": one["step_ms"] if one is not None else math.nan,
+                         "running_one": one["running_max_pass"] if one is not None else math.nan,
+                         "step_more_ms": more["step_ms"] if more is not None else math.nan,
+                         "running_more": more["running_max_pass"] if more is not None else math.nan})
+    return pd.DataFrame(rows, columns=["variant", "api_servers", "batch", "step_one_ms", "running_one",
+                                       "step_more_ms", "running_more"])
 
 
 def context_cost(points: pd.DataFrame, rig: str, variant: str, batch: int, data_dir=None) -> dict | None:
@@ -504,7 +533,8 @@ def step_curve(points: pd.DataFrame, rig: str) -> pd.DataFrame:
 
 MAIN = "4b"  # the hybrid model every part uses: the variant the decomposition is read on
 LABELS = {"4b": "4B", "4b-sync": "4B without async scheduling", "0.5b": "0.5B", "9b-fp16": "9B (fp16)",
-          "9b-int4": "9B (4-bit)"}
+          "9b-int4": "9B (4-bit)", "0.5b-api2": "0.5B, two API servers"}
+SYNC_FLAG, API_FLAG = "--no-async-scheduling", "--api-server-count"
 
 
 def label(variant: str) -> str:
@@ -542,6 +572,7 @@ def rig_view(rig: str, tables: dict, params: dict | None = None, data_dir=None) 
             "components": components(points, traces, rig, main, data_dir) if main and len(traces) else pd.DataFrame(),
             "sampling": sampling_cost(points, rig, main) if main else pd.DataFrame(),
             "host": host_overlap(points, rig, variants),
+            "api": api_servers(points, rig, variants),
             "context": context_cost(points, rig, main, int(params.get("context_batch", 64)), data_dir) if main else None}
     comp = view["components"]
     if len(comp):
