@@ -284,17 +284,7 @@ FIRST_SCREEN = """() => {
 # Pages whose first figure still follows prose or a table that comes after the opening block (the findings box and
 # the rig key), which the notebooks' later cells own: reported to the lead, the figure's check xfailed by name only
 # (remove a page when its figure moves up; a page listed here whose figure is on the first screen fails).
-FIRST_FIGURE_BELOW: dict[str, str] = {
-    "notebooks/00-inside-a-step": "the chapter's introduction and its first heading come before Figure 0.1",
-    "notebooks/01-hit-the-wall": "the introduction, 'Warm before you measure', 'Where the memory goes' and the rate "
-                                 "table come before the first chart",
-    "notebooks/02-prefill-freeze": "the introduction, 'The experiment' and the tables of 'What was measured' come "
-                                   "before the first chart",
-    "notebooks/03-batching-cliff": "the introduction and the sweep's table come before the first chart",
-    "notebooks/04-kv-starvation": "the introduction and 'How a request holds memory' come before the first chart",
-    "notebooks/05-four-bits": "the introduction and the predicted-bytes table come before the first chart",
-    "notebooks/06-past-one-gpu": "the introduction and the predicted-bytes table come before the first chart",
-}
+FIRST_FIGURE_BELOW: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("doc", PART_DOCS)
