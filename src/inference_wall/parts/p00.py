@@ -661,6 +661,11 @@ def skipped_points(view: dict) -> list[str]:
     return sorted(pts[pts["after_trace"]]["point"]) if "after_trace" in pts else []
 
 
+def _and(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
+
+
 def model_words(view: dict) -> list[str]:
     """What the models' table shows, each sentence with its numbers: the single stream against the floor and its
     matmuls' read rate, the GPU's idle share at 256, the per-sequence costs side by side."""
@@ -671,12 +676,14 @@ def model_words(view: dict) -> list[str]:
     out = []
     traced = t.dropna(subset=["matmul_b1_ms"])
     if len(traced):
-        out.append("A single stream steps at " + ", ".join(
-            f"{_n(r.step_over_floor, 2)}x its weight floor on the {r.model} ({_n(r.step_b1_ms)} against "
-            f"{_n(r.floor_ms)} ms)" for r in traced.itertuples()) + "; its weight matmuls read the weights at "
-            + ", ".join(f"{_n(r.matmul_pct_bw, 2)}% of the measured bandwidth on the {r.model}"
-                        + (f" (vLLM's {r.linear_kernel}, as its start logged)" if r.linear_kernel else "")
-                        for r in traced.itertuples()) + ".")
+        rs = list(traced.itertuples())
+        floors_ = [f"{_n(r.step_over_floor, 2)}x {'its weight floor ' if k == 0 else ''}on the {r.model} "
+                   f"({_n(r.step_b1_ms)} against {_n(r.floor_ms)}{' ms' if k == 0 else ''})" for k, r in enumerate(rs)]
+        rates = [f"{_n(r.matmul_pct_bw, 2)}%" for r in rs]
+        kernels = [f"the {r.model}'s through vLLM's {r.linear_kernel}" for r in rs if r.linear_kernel]
+        out.append("A single stream steps at " + _and(floors_) + "; the weight matmuls read the weights at "
+                   + _and(rates) + " of the measured bandwidth, in that order"
+                   + (f" ({_and(kernels)}, as its start logged)" if kernels else "") + ".")
     idle = t.dropna(subset=["idle_b256_pct"])
     if len(idle):
         out.append("At 256 sequences the GPU is idle for " + ", ".join(
