@@ -985,6 +985,7 @@ def part_answers(part: int, data_dir=None, rigs: list[str] | None = None) -> lis
         view = rig_view(rig, tables, parts.parameters(0, rig, data_dir), data_dir)
         for words in open_answers(view, part3, mixed):
             if f"(part {part})" in words.split("**")[1] if words.startswith("**") else False:
+                words = words.replace(f" (part {part}).**", ".**", 1)  # on the part's own page
                 out.append(words if len(shown) == 1 else f"*{rig}:* {words}")
     return out
 
@@ -1012,9 +1013,9 @@ def nine_b_answers(view: dict) -> list[str]:
             words += (". Between the traces at 1 and 256 sequences, per added sequence: " + "; ".join(
                 f"{w} {_n(x)} us on the 9B against {_n(y)} on the 4B" for w, x, y in grow)
                 + f" (both models carry {_n(b.state_mb_per_seq)} MB of recurrent state per sequence)")
-        out.append(words + ". Part 5 reads its per-sequence cost from the client's gaps between tokens in its own "
-                   "passes, not from the engine's step: which of the two makes its lower figure is left to part 5's "
-                   "own page.")
+        out.append(words + ". Part 5 fits its per-sequence cost to the client's gaps between tokens (ITL and "
+                   "TPOT) over its own passes, where its page says whether the two estimators agree; the engine's "
+                   "step here is a third estimator, free of the client.")
     if {"9b-fp16", "9b-int4"} <= set(t.index) and known_number(t.loc["9b-int4", "matmul_b1_ms"]):
         q, f = t.loc["9b-int4"], t.loc["9b-fp16"]
         kernel = f" ({q.linear_kernel}, the kernel vLLM's start logged for the 4-bit layers)" if q.linear_kernel else ""
