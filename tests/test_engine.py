@@ -155,6 +155,13 @@ def test_knee_and_plateau_on_synthetic_curves():
                           "output_tok_s": [1, 2, 3, 4, 5]})
     k = analysis.knee(rates)
     assert (k["knee_rps"], k["last_kept_up_rps"], k["ceiling_rps"]) == (8, 4, 5.2)
+    # a loaded machine: 0.5 req/s fell behind, 2 kept up again; the knee is the first that fell behind, and the
+    # rate it kept up with is one below it (none here), so the page's range low..knee stays a range
+    bumpy = pd.DataFrame({"offered_rate_rps": [0.25, 0.5, 2.0, math.inf], "completed_rps": [0.25, 0.4, 1.95, 2.5],
+                          "output_tok_s": [1, 2, 3, 4]})
+    k = analysis.knee(bumpy)
+    assert (k["knee_rps"], k["last_kept_up_rps"]) == (0.5, 0.25)
+    assert k["last_kept_up_rps"] <= k["knee_rps"]
     sweep = pd.DataFrame({"max_num_seqs": [1, 4, 16, 64], "output_tok_s": [10, 40, 100, 104]})
     assert analysis.plateau_cap(sweep, 0.05) == 16
     assert analysis.plateau_cap(sweep.iloc[:3], 0.05) == math.inf

@@ -13,12 +13,16 @@ GIB = 2**30
 def knee(rate_sweep: pd.DataFrame, keep_up: float = 0.9) -> dict:
     """The knee of a rate sweep, operationally: the first finite offered rate at which the server
     completes less than `keep_up` of what is offered (completed/offered < keep_up). Also the last rate
-    it kept up with, and the flood's completed rate (the ceiling)."""
+    below it that the server kept up with (on a loaded machine a higher rate can keep up again after a lower one
+    fell behind: the knee stays the first that fell behind, and the range below it stays a range), and the
+    flood's completed rate (the ceiling)."""
     df = rate_sweep.sort_values("offered_rate_rps")
     finite = df[np.isfinite(df["offered_rate_rps"])]
     ratio = finite["completed_rps"] / finite["offered_rate_rps"]
     behind = finite[ratio < keep_up]
     kept = finite[ratio >= keep_up]
+    if len(behind):
+        kept = kept[kept["offered_rate_rps"] < behind["offered_rate_rps"].iloc[0]]
     flood = df[~np.isfinite(df["offered_rate_rps"])]
     return {
         "knee_rps": float(behind["offered_rate_rps"].iloc[0]) if len(behind) else math.nan,
