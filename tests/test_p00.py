@@ -285,9 +285,10 @@ def test_a_reduced_plan_runs_on_the_cpu_build_and_its_windows_time_the_step(link
     for name in ("tiny-decode-b0001", "tiny-nofilter-b0001"):
         row = table.loc[name]
         if row["window"] == row["window"]:  # not NaN
-            # one stream: at most one token a step, and nearly every step carries it (a step of the window's edge
-            # may carry none: 0.99 was seen under load)
-            assert row["step_ms"] > 0 and 0.9 < row["tokens_per_step"] <= 1 + 1e-9
+            # one stream, about one token a step: the token and step counters are read at one poll, and a step at
+            # the window's edge can fall on either side of it (0.992 and above 1 were seen under load); two
+            # streams would give about 2
+            assert row["step_ms"] > 0 and row["tokens_per_step"] == pytest.approx(1, abs=0.1), (name, row["tokens_per_step"])
 
 
 def test_the_api_server_variant_plans_its_flag_and_stays_out_of_the_host_overlap():
