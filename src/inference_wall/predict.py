@@ -634,8 +634,9 @@ def _pub(x: float) -> str:
     return f"{x:,g}" if len(text.replace(".", "").replace("-", "").lstrip("0")) <= 4 else _n(x)
 
 
-def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+def join_and(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c' ('' for none): how the pages' sentences list things."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
 
 
 def sentences(a10g: pd.DataFrame, table: pd.DataFrame, h200: pd.DataFrame) -> list[str]:
@@ -669,10 +670,10 @@ def sentences(a10g: pd.DataFrame, table: pd.DataFrame, h200: pd.DataFrame) -> li
     if len(main):
         stated = h200.groupby("model")["stated_error_pct"].first().dropna()
         out.append(f"On the h200 itself the predicted 4B steps at batches "
-                   + _and([f"{int(b):,}" for b in main["batch"]])
+                   + join_and([f"{int(b):,}" for b in main["batch"]])
                    + f" lie within {_n(main['error_pct'].abs().max())}% of the measured; over every measured batch "
                    "outside the two the coefficients come from, the largest predicted error is "
-                   + _and([f"{_n(v)}% on the {k}" for k, v in stated.items()]) + ".")
+                   + join_and([f"{_n(v)}% on the {k}" for k, v in stated.items()]) + ".")
     four = table[table["model"] == MODEL_LABELS["4b"]]
     if len(four) >= 2:
         fast, slow = four.loc[four["itl_ms"].idxmin()], four.loc[four["itl_ms"].idxmax()]

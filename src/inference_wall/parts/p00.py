@@ -33,6 +33,7 @@ from ..bench import PassSpec, Workload
 from ..claims import Claim, Judgement, Missing, known_number, missing
 from ..store import load_points, open_artefact, pass_summary, read_artefact
 from ..errors import UserError
+from ..predict import join_and
 from ..sweep import PassPlan, PointPlan
 from ..trace import decode_window_trace
 
@@ -661,11 +662,6 @@ def skipped_points(view: dict) -> list[str]:
     return sorted(pts[pts["after_trace"]]["point"]) if "after_trace" in pts else []
 
 
-def _and(items: list[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
-
-
 def model_words(view: dict) -> list[str]:
     """What the models' table shows, each sentence with its numbers: the single stream against the floor and its
     matmuls' read rate, the GPU's idle share at 256, the per-sequence costs side by side."""
@@ -681,9 +677,9 @@ def model_words(view: dict) -> list[str]:
                    f"({_n(r.step_b1_ms)} against {_n(r.floor_ms)}{' ms' if k == 0 else ''})" for k, r in enumerate(rs)]
         rates = [f"{_n(r.matmul_pct_bw, 2)}%" for r in rs]
         kernels = [f"the {r.model}'s through vLLM's {r.linear_kernel}" for r in rs if r.linear_kernel]
-        out.append("A single stream steps at " + _and(floors_) + "; the weight matmuls read the weights at "
-                   + _and(rates) + " of the measured bandwidth, in that order"
-                   + (f" ({_and(kernels)}, as its start logged)" if kernels else "") + ".")
+        out.append("A single stream steps at " + join_and(floors_) + "; the weight matmuls read the weights at "
+                   + join_and(rates) + " of the measured bandwidth, in that order"
+                   + (f" ({join_and(kernels)}, as its start logged)" if kernels else "") + ".")
     idle = t.dropna(subset=["idle_b256_pct"])
     if len(idle):
         out.append("At 256 sequences the GPU is idle for " + ", ".join(
