@@ -211,3 +211,21 @@ def test_shown_tables_have_no_raw_missing_words(result):
         text = predict.shown(table, heads).to_string()
         for bad in ("nan", "None", "True", "False"):
             assert bad not in text
+
+
+def test_a_rig_without_the_4bs_steps_gets_no_prediction_rather_than_a_crash(tmp_path):
+    """A partial run (`make reproduce --points` of the 0.5B's variants only, as session 11's first GPU call was) has
+    no fitted 4B step: page() says so with None, and the notebook prints a line instead of failing in run mode."""
+    import shutil
+
+    data = tmp_path / "data"
+    for d in DEFAULT_DATA_DIR.iterdir():
+        if d.is_dir() and d.name != "runs":
+            shutil.copytree(d, data / d.name)
+    src = DEFAULT_DATA_DIR / "runs" / p00.NAME / "h200"
+    kept = [d for d in src.iterdir() if d.name.startswith("0.5b-") and "trace" not in d.name]
+    assert kept, "no 0.5B points committed"
+    for d in kept:
+        shutil.copytree(d, data / "runs" / p00.NAME / "h200" / d.name)
+    view = p00.rig_view("h200", p00.page_tables(data, ["h200"]), None, data)
+    assert predict.page(view, data) is None

@@ -763,9 +763,13 @@ def known(x) -> bool:
 
 def page(view: dict, data_dir=None) -> dict:
     """Everything the page shows: the A10G against the posts, the GPUs' table, the h200 check, the sentences, the
-    coefficients, and the models that do not fit where."""
+    coefficients, and the models that do not fit where. None when the rig has no fitted step of the 4B (the
+    series' model, which every prediction of the posts' figures starts from): a run that measured other variants
+    only, as a partial `make reproduce --points` does."""
     gpus_ = gpus(data_dir)
     models = step_models(view, data_dir, gpus_)
+    if "4b" not in models:
+        return None
     ratio = memory_ratio(view, gpus_, data_dir)
     a10g = a10g_table(models, gpus_, ratio, data_dir)
     table = gpu_table(models, gpus_, ratio, data_dir)
