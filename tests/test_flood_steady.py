@@ -213,3 +213,40 @@ def test_part4s_floods_carry_their_steady_window_beside_the_whole_pass():
     words = p04.steady_words(t)
     assert words and "nan" not in words.lower()
     assert f"{len(t) - len(held) - len(rated)} of" in words or not (len(t) - len(held) - len(rated))
+
+
+def test_flood_phases_split_the_working_time_by_what_the_steps_did():
+    """A ramp (prompt tokens counted: mixed), a plateau of pure decode, a stretch where requests run and the step
+    counter stands still, and a stretch where the engine has free slots and nothing waiting."""
+    from inference_wall.steady import flood_phases
+
+    running = [0, 0, 32, CAP, *[CAP] * 8, *[CAP] * 4, *[8] * 4, 0, 0]
+    steps = [0, STEPS, STEPS, *[STEPS] * 8, *[0] * 4, *[STEPS] * 4, STEPS, 0]
+    f = frame_of(running, steps=steps)
+    ph = flood_phases(f, CAP)
+    active = [i for i in range(len(running) - 1) if running[i] > 0 or steps[i] > 0]
+    assert ph["phase_active_s"] == pytest.approx(len(active) * DT)
+    assert ph["phase_mixed_share"] == pytest.approx(2 * DT / ph["phase_active_s"])  # the two ramp intervals
+    assert ph["phase_stalled_s"] == pytest.approx(4 * DT)  # running at the cap, the counter still
+    # under the cap with nothing waiting: the ramp's two intervals (the frame has no queue) and the four at 8 of 64
+    assert ph["phase_starved_share"] == pytest.approx(6 * DT / ph["phase_active_s"])
+    assert ph["phase_decode_step_ms"] == pytest.approx(1000 * DT / STEPS)
+    assert flood_phases(f.iloc[:1], CAP)["phase_active_s"] != flood_phases(f.iloc[:1], CAP)["phase_active_s"]  # NaN
+
+
+def test_part3s_polled_floods_read_inside_the_pass_and_a_partial_run_renders():
+    """The committed h200 floods that were polled give each a rate over the engine's working time and sentences
+    with numbers; a view without the series' top cap (a partial --points run) gives no past-cap sentence instead of
+    a KeyError (session 11's GPU call failed its notebook on one)."""
+    t = p03.sweep_table(None, ["h200"])
+    polled = t[t["steady_polled"]]
+    if not len(polled):
+        pytest.skip("no polled part-3 floods committed")
+    assert polled["phase_active_tok_s"].gt(0).all()
+    words = p03.steady_words(t, "h200")
+    assert words and not any("nan" in w.lower() for w in words)
+    for c in polled[polled["model"] == "main"]["max_num_seqs"]:
+        assert f"cap {c:,.0f}" in words[0]
+    partial = t[(t["model"] == "main") & (t["max_num_seqs"] != p03.REF_CAP)]
+    view = p03.rig_view(partial, "h200")
+    assert p03.REF_CAP not in view["caps"] and p03.past_cap_words(view, "differs") is None

@@ -305,3 +305,20 @@ def test_the_api_server_variant_plans_its_flag_and_stays_out_of_the_host_overlap
     api_t = p00.api_servers(pts, "r", p00.DEFAULT_VARIANTS).set_index("batch")
     assert api_t.loc[64, "running_one"] == 60 and api_t.loc[64, "running_more"] == 64
     assert api_t.loc[256, "step_more_ms"] == 10.0 and api_t.loc[64, "api_servers"] == "2"
+
+
+def test_the_api_server_answer_reads_the_two_server_runs_once_they_exist():
+    """With the 0.5B's two-API-server points committed, the part-3 answer cites their steps instead of calling the
+    test planned; the chapter's sentence names each batch the two-server passes held, with its step."""
+    view = p00.rig_view("h200", p00.page_tables(None, ["h200"]))
+    api = view["api"]
+    if not len(api) or not api["step_more_ms"].notna().any():
+        pytest.skip("no two-API-server points committed")
+    words = p00.api_words(view)
+    held = api.dropna(subset=["step_more_ms"])
+    for r in held.itertuples():
+        assert f"{int(r.batch):,}" in words and p00._n(r.step_more_ms) in words
+    dense = [w for w in p00.open_answers(view, None, None) if "0.5B's cliff" in w]
+    assert dense and "planned, not run" not in dense[0] and "API servers in front of the same engine" in dense[0]
+    without = dict(view, api=api.iloc[0:0])
+    assert p00.api_words(without) is None

@@ -177,7 +177,7 @@ def flood_steady(frame: pd.DataFrame, cap: int, engines: int = 1, share: float =
     return w if w.steps >= min_steps else None
 
 
-def point_steady(pt, label: str = "bench", engines: int | None = None) -> Window | None:
+def point_steady(pt, label: str = "bench", engines: int | None = None, share: float = FLOOD_SHARE) -> Window | None:
     """flood_steady of a point's measured pass `label`, from its poll artefact (`<label>-metrics.jsonl.xz`), at the
     point's max_num_seqs and engines (params["engines"], else 1). None where the point was not polled (no artefact)
     and where its pass has no steady window; a poll file its manifest lists but the disk lacks is an error
@@ -191,7 +191,7 @@ def point_steady(pt, label: str = "bench", engines: int | None = None) -> Window
         return None
     if engines is None:
         engines = int(pt.params.get("engines") or 1)
-    return flood_steady(poll_table(path), int(pt.record.max_num_seqs), engines=engines)
+    return flood_steady(poll_table(path), int(pt.record.max_num_seqs), engines=engines, share=share)
 
 
 def polled(pt, label: str = "bench") -> bool:
@@ -210,6 +210,70 @@ def steady_row(w: Window | None, was_polled: bool) -> dict:
             "steady_running_mean": w.running_mean, "steady_window_s": w.duration_s, "steady_steps": w.steps}
 
 
-def point_steady_row(pt, label: str = "bench") -> dict:
+def point_steady_row(pt, label: str = "bench", share: float = FLOOD_SHARE) -> dict:
     """STEADY_COLUMNS of a flood point (point_steady): NaN figures where it was not polled or has no window."""
-    return steady_row(point_steady(pt, label), polled(pt, label))
+    return steady_row(point_steady(pt, label, share=share), polled(pt, label))
+
+
+PHASE_COLUMNS = ["phase_active_s", "phase_mixed_share", "phase_mixed_step_ms", "phase_mixed_prompt_per_step",
+                 "phase_decode_step_ms", "phase_stalled_s", "phase_starved_share", "phase_active_tok_s"]
+
+
+def flood_phases(frame: pd.DataFrame, cap: int, share: float = FLOOD_SHARE) -> dict:
+    """How a polled flood pass spent its time, interval by interval (poll i to poll i+1), from the counters alone:
+
+    - `phase_active_s`: intervals in which requests were in the engine (running or waiting at the interval's start)
+      or the step counter moved; `phase_active_tok_s` the tokens generated over them (the pass without its idle
+      ends, where the client was starting or collecting);
+    - `phase_mixed_share`: the share of the active time in intervals whose steps computed prompt tokens (a refill's
+      prefill rode in them), `phase_mixed_step_ms` their seconds over their steps and `phase_mixed_prompt_per_step`
+      their prompt tokens over their steps; `phase_decode_step_ms` the same period over the intervals without prompt
+      tokens. An interval of the poll (0.25 s in the parts) can hold both kinds of step: the split is by interval,
+      so at short steps the mixed period is a blend of the two;
+    - `phase_stalled_s`: active intervals in which the step counter did not move (a step longer than the interval,
+      or counters the API server had not yet updated: the poll is answered by the same API server);
+    - `phase_starved_share`: the share of the active time in which the engine had free slots (running under `share`
+      x `cap`) and nothing waiting: the requests had not reached the engine.
+
+    NaN each where the pass has no such intervals."""
+    f = _clean(frame)
+    nan = dict.fromkeys(PHASE_COLUMNS, math.nan)
+    if len(f) < 2:
+        return nan
+    d = f[["t_s", "steps_total", "prompt_tokens_total", "generation_tokens_total"]].diff().iloc[1:]
+    run, wait = f["running"].to_numpy()[:-1], f["waiting"].to_numpy()[:-1]
+    busy = (run > 0) | (wait > 0) | (d["steps_total"].to_numpy() > 0)
+    act = d[busy]
+    if not len(act) or act["t_s"].sum() <= 0:
+        return nan
+    total = float(act["t_s"].sum())
+    stepping = act[act["steps_total"] > 0]
+    mixed = stepping[stepping["prompt_tokens_total"] > 0]
+    decode = stepping[stepping["prompt_tokens_total"] <= 0]
+    starved = (run < share * cap) & (wait <= 0) & busy
+
+    def period(x):
+        return 1000 * float(x["t_s"].sum()) / float(x["steps_total"].sum()) if len(x) and x["steps_total"].sum() > 0 \
+            else math.nan
+
+    return {"phase_active_s": total,
+            "phase_mixed_share": float(mixed["t_s"].sum()) / total,
+            "phase_mixed_step_ms": period(mixed),
+            "phase_mixed_prompt_per_step": (float(mixed["prompt_tokens_total"].sum()) / float(mixed["steps_total"].sum())
+                                            if len(mixed) else math.nan),
+            "phase_decode_step_ms": period(decode),
+            "phase_stalled_s": float(act[act["steps_total"] <= 0]["t_s"].sum()),
+            "phase_starved_share": float(d[starved]["t_s"].sum()) / total,
+            "phase_active_tok_s": float(act["generation_tokens_total"].sum()) / total}
+
+
+def point_phases(pt, label: str = "bench", share: float = FLOOD_SHARE) -> dict:
+    """flood_phases of a point's polled pass `label` at its max_num_seqs; NaN each where it was not polled."""
+    from .poller import artefact_name, poll_table
+    from .store import open_artefact
+
+    try:
+        path = open_artefact(pt.path, artefact_name(label))
+    except FileNotFoundError:
+        return dict.fromkeys(PHASE_COLUMNS, math.nan)
+    return flood_phases(poll_table(path), int(pt.record.max_num_seqs), share=share)

@@ -932,10 +932,54 @@ def flood_gap(view: dict, part3: pd.DataFrame) -> pd.DataFrame:
     for r in f.itertuples():
         b = int(r.max_num_seqs)
         if b in mc.index:
-            rows.append({"batch": b, "flood_tok_s": r.output_tok_s, "decode_tok_s": mc.loc[b, "tok_s"],
-                         "flood_over_decode": r.output_tok_s / mc.loc[b, "tok_s"],
-                         "flood_itl_ms": r.itl_p50_ms, "decode_step_ms": mc.loc[b, "step_ms"]})
+            row = {"batch": b, "flood_tok_s": r.output_tok_s, "decode_tok_s": mc.loc[b, "tok_s"],
+               "flood_over_decode": r.output_tok_s / mc.loc[b, "tok_s"],
+               "flood_itl_ms": r.itl_p50_ms, "decode_step_ms": mc.loc[b, "step_ms"]}
+        for k in ("phase_active_tok_s", "phase_mixed_share", "phase_mixed_step_ms", "phase_mixed_prompt_per_step",
+                  "phase_stalled_s", "phase_active_s"):  # the flood's polled counters (p03.sweep_table), NaN unpolled
+            row[k] = getattr(r, k, math.nan)
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _polled_flood_words(g: pd.DataFrame) -> str:
+    """The rest of the past-256 answer: what part 3's polled floods at 256 and 1,024 show inside the pass, or that
+    they were not polled."""
+    if not all(known_number(g.loc[b, "phase_active_tok_s"]) for b in (256, 1024)):
+        return (" What else a whole pass holds (each wave's prefills, its ramp and drain) is the candidate; part 3's "
+                "floods at these caps were not polled, so what happens inside them is still to be measured.")
+    a, b = g.loc[256], g.loc[1024]
+    return (f" Polled, the floods generated {_n(a.phase_active_tok_s)} and {_n(b.phase_active_tok_s)} tok/s over the "
+            f"time the engine had work, so the pass's idle ends do not carry the loss either. At 1,024, "
+            f"{_n(100 * b.phase_mixed_share, 2)}% of that time went to steps that carried a refill's prompt tokens "
+            f"(about {_n(b.phase_mixed_prompt_per_step)} a step, {_n(b.phase_mixed_step_ms)} ms a step, against "
+            f"{_n(a.phase_mixed_prompt_per_step)} and {_n(a.phase_mixed_step_ms)} ms at 256), and for "
+            f"{_n(b.phase_stalled_s)} s ({_n(100 * b.phase_stalled_s / b.phase_active_s, 2)}%) its step counter did not "
+            "move while requests were in it: the refills' mixed steps and those stalls are where the flood spends the "
+            "time pure decode does not; which of the two costs more, and what the stalls are (steps longer than a "
+            "poll, or the API server's counters lagging), is not separated here.")
+
+
+def api_words(view: dict, name_untimed: bool = True) -> str | None:
+    """What the server with more API servers in front of the same engine shows (view["api"]): at which batches it
+    held the batch that one API server did not, and its step against one API server's at the batches both timed."""
+    api = view.get("api")
+    if api is None or not len(api) or not api["step_more_ms"].notna().any():
+        return None
+    count = api["api_servers"].iloc[0]
+    held = api.dropna(subset=["step_more_ms"])
+    only = held[held["step_one_ms"].isna()]
+    both = held.dropna(subset=["step_one_ms"])
+    words = (f"With {count} API servers in front of the same engine the passes held their batch at "
+             + ", ".join(f"{int(r.batch):,}" for r in held.itertuples()) + " (steps of "
+             + ", ".join(f"{_n(r.step_more_ms)} ms" for r in held.itertuples()) + ")")
+    if len(only) and name_untimed:
+        words += ("; with one API server the passes at " + ", ".join(f"{int(b):,}" for b in only["batch"])
+                  + " never held it long enough to time")
+    if len(both):
+        words += ("; where both timed a step, one API server's was " + ", ".join(
+            f"{_n(r.step_one_ms)} against {_n(r.step_more_ms)} ms at {int(r.batch):,}" for r in both.itertuples()))
+    return words
 
 
 def dense_words(view: dict) -> str | None:
@@ -1039,9 +1083,8 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
                    f"flood's median ITL ({_n(g.loc[256, 'flood_itl_ms'])} and {_n(g.loc[1024, 'flood_itl_ms'])} ms) "
                    f"tracks the decode step ({_n(g.loc[256, 'decode_step_ms'])} and {_n(g.loc[1024, 'decode_step_ms'])}"
                    f" ms). The flood's whole pass reaches {_n(g.loc[256, 'flood_over_decode'], 2)} of the decode rate "
-                   f"at 256 and {_n(g.loc[1024, 'flood_over_decode'], 2)} at 1,024: the loss is not in the decode step. "
-                   "What else a whole pass holds (each wave's prefills, its ramp and drain) is the candidate; part "
-                   "3's floods were not polled, so their steady windows are still to be measured.")
+                   f"at 256 and {_n(g.loc[1024, 'flood_over_decode'], 2)} at 1,024: the loss is not in the decode step."
+                   + _polled_flood_words(g))
     try:
         s1 = _step_interval(pts, main, 1).value
         f = view["floors"][main]
@@ -1074,13 +1117,18 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
                 words += (f"; part 3's floods gave {_n(1000 * p3[0][key])} and {_n(1000 * p3[1][key])} us from the "
                           "median ITL between caps 64 and 256")
         lost = pts[(pts["variant"] == DENSE) & (pts["kind"] == "decode") & pts["step_ms"].isna()]
+        api = api_words(view, name_untimed=False)
         if len(lost):
             words += (". The 0.5B's passes at " + ", ".join(str(int(x)) for x in lost["batch"]) + " never held their "
                       "batch long enough to time (at most " + ", ".join(
-                          f"{int(r.running_max_pass)} of {int(r.batch)}" for r in lost.itertuples()) + " running): at "
-                      "its short steps the load the client and the API server keep in flight is a candidate for what "
-                      "part 3's floods of the small model measured, to be tested with two clients and "
-                      "--api-server-count (planned, not run)")
+                          f"{int(r.running_max_pass)} of {int(r.batch)}" for r in lost.itertuples()) + " running)")
+            if api is None:
+                words += (": at its short steps the load the client and the API server keep in flight is a candidate "
+                          "for what part 3's floods of the small model measured, to be tested with two clients and "
+                          "--api-server-count (planned, not run)")
+        if api is not None:
+            words += (". " + api + ": one API server, not the GPU, held the small model's batch back and lengthened "
+                      "its step (two clients at once against one server were not run)")
         m = view.get("models")
         d = m.set_index("variant").loc[DENSE] if m is not None and len(m) and DENSE in set(m["variant"]) else None
         if d is not None and known_number(d.idle_b256_pct):

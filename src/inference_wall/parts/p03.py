@@ -36,6 +36,11 @@ DEFAULTS = {
 }
 
 
+# A flood's steady window (steady.flood_steady): the running batch within 10% of the cap. Past cap 256 on h200 the
+# batch holds at 92-100% of its cap while the refill admits about 30 prompts a step (polls of the cap-512 and
+# cap-1,024 floods), under the 95% of the steady module's default.
+STEADY_SHARE = 0.9
+
 # The post's "most of the lift comes by cap 64": the middle cap its claims compare against.
 MID_CAP = 64
 PLATEAU_GAIN = 0.05  # the plateau: the first cap after which a doubling adds less than this fraction
@@ -99,7 +104,7 @@ def sweep_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     carry the largest batch vLLM captured a CUDA graph for (`graph_max_batch`, from /server_info) and, beside the
     whole-pass figures, the flood's steady window (steady.STEADY_COLUMNS, from /metrics polled during the pass: the
     running batch at the cap; NaN where the pass was not polled or holds no such window)."""
-    from ..steady import point_steady_row, steady_row
+    from ..steady import point_phases, point_steady_row, steady_row
 
     ref = load_reference(3, data_dir)["mns_sweep"].assign(model="main", source="published")
     rows = []
@@ -107,7 +112,8 @@ def sweep_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
         row = pass_summary(pt)
         row.update(model=pt.params.get("model", "main"), source="measured",
                    window_s=row["duration_s"], min_window_s=pt.manifest.get("parameters", {}).get("min_window_s", 0),
-                   graph_max_batch=graph_capture_limit(pt), **point_steady_row(pt))
+                   graph_max_batch=graph_capture_limit(pt), **point_steady_row(pt, share=STEADY_SHARE),
+                   **point_phases(pt, share=STEADY_SHARE))
         if row["model"] == "small" and (pt.manifest.get("session") or {}).get("has_startup"):
             row["weights_gib"] = pt.startup().weights_gib  # the small model's weight stream (few, small logs)
         rows.append(row)
@@ -623,3 +629,108 @@ def takeaways(views: dict[str, dict], facts: dict, verdicts: pd.Series | None = 
                 "one request at a time queues everyone behind it.", "; ".join(rows) + "." if rows else
                 "Not measured on the rigs shown."))
     return out
+
+
+STEADY_HEADERS = {"rig": "rig", "model": "model", "max_num_seqs": "cap", "output_tok_s": "whole pass (tok/s)",
+                  "phase_active_tok_s": "while the engine had work (tok/s)",
+                  "steady_output_tok_s": "steady window (tok/s)", "steady_window_s": "steady window (s)",
+                  "phase_mixed_share": "time in steps with prompt tokens", "phase_mixed_step_ms": "such a step (ms)",
+                  "phase_mixed_prompt_per_step": "prompt tokens a step", "phase_decode_step_ms": "decode step (ms)",
+                  "phase_stalled_s": "step counter still (s)", "phase_starved_share": "free slots, none waiting"}
+
+
+def steady_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The polled floods of the measured rigs, one row per (rig, model, cap): the client's whole-pass rate beside what
+    the engine's counters show inside the pass (steady.flood_phases, steady.flood_steady at STEADY_SHARE)."""
+    polled = table[table["steady_polled"].eq(True)] if "steady_polled" in table else table.iloc[0:0]
+    cols = [c for c in STEADY_HEADERS if c in polled]
+    out = polled[cols].copy()
+    for c in ("phase_mixed_share", "phase_starved_share"):
+        if c in out:
+            out[c] = 100 * out[c]
+    return out.reset_index(drop=True)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def steady_words(table: pd.DataFrame, rig: str) -> list[str]:
+    """What the polled floods of `rig` show, in sentences with their numbers: the rate over the time the engine had
+    work against the whole pass, and past the series' top cap where the time went (steps that carry a refill's prompt
+    tokens, intervals in which the step counter did not move); for the small model, whether requests reached the
+    engine. Empty where the rig's floods were not polled."""
+    t = table[(table["rig"] == rig) & table["steady_polled"].eq(True)] if "steady_polled" in table else table.iloc[0:0]
+    out = []
+    main = t[t["model"] == "main"].set_index("max_num_seqs")
+    small = t[t["model"] == "small"].set_index("max_num_seqs")
+    if len(main):
+        out.append("Polled every 0.25 s, the floods at " + ", ".join(f"cap {c:,.0f}" for c in main.index) + " generated "
+                   + ", ".join(f"{fmt(r.phase_active_tok_s)}" for r in main.itertuples()) + " tok/s over the time the "
+                   "engine had work, against " + ", ".join(f"{fmt(r.output_tok_s)}" for r in main.itertuples())
+                   + " over the client's whole pass: the pass's idle ends (the client starting and collecting) move "
+                   f"the figure by at most {100 * max(abs(r.phase_active_tok_s / r.output_tok_s - 1) for r in main.itertuples()):.0f}%.")
+        ref = REF_CAP if REF_CAP in main.index else None
+        past = [c for c in main.index if ref is not None and c > ref]
+        if ref is not None and past:
+            r0, r1 = main.loc[ref], main.loc[past[-1]]
+            words = (f"From cap {ref:,.0f} to {past[-1]:,.0f} that rate fell "
+                     f"{100 * (1 - r1.phase_active_tok_s / r0.phase_active_tok_s):.0f}%. At cap {past[-1]:,.0f}, {_pct(r1.phase_mixed_share)} of that time went to intervals whose steps "
+                     f"computed prompt tokens, a refill's prefill riding with the running batch: about "
+                     f"{fmt(r1.phase_mixed_prompt_per_step)} prompt tokens a step, {fmt(r1.phase_mixed_step_ms)} ms a "
+                     f"step, against {fmt(r0.phase_mixed_prompt_per_step)} and {fmt(r0.phase_mixed_step_ms)} ms at cap "
+                     f"{ref:,.0f}; its pure-decode intervals stepped every {fmt(r1.phase_decode_step_ms)} ms "
+                     f"({fmt(r0.phase_decode_step_ms)} at {ref:,.0f})")
+            if r1.phase_stalled_s > 0.05 * r1.phase_active_s:
+                words += (f", and for {fmt(r1.phase_stalled_s)} s ({_pct(r1.phase_stalled_s / r1.phase_active_s)} of "
+                          "the time) the engine's step counter did not move while requests were in it (a step longer "
+                          "than a poll interval, or counters the API server had not yet updated: the poll is answered "
+                          "by the same process, and the two are not separated here)")
+            out.append(words + ". The refill's large mixed steps are the measured candidate for the loss; Inside a "
+                       "step measures mixed steps on their own (from part 2's traces).")
+        held = main.dropna(subset=["steady_output_tok_s"])
+        none = [c for c in main.index if c not in held.index]
+        if len(held) or none:
+            out.append("The steady window (the longest stretch with the running batch within "
+                       f"{100 * (1 - STEADY_SHARE):.0f}% of the cap and the engine stepping) lasted "
+                       + ", ".join(f"{fmt(r.steady_window_s)} s at cap {c:,.0f} ({fmt(r.steady_output_tok_s)} tok/s)"
+                                   for c, r in held.iterrows())
+                       + (("; " if len(held) else "") + "none held at cap " + ", ".join(f"{c:,.0f}" for c in none) if none else "")
+                       + ". " + (("At cap " + ", ".join(f"{c:,.0f}" for c in brief) + " the window is under a third of "
+                                 "the engine's working time: one cohort's decode between refills, not the flood's cycle. "
+                                 ) if (brief := [c for c, r in held.iterrows() if r.steady_window_s < r.phase_active_s / 3]) else "")
+                       + "The rate over the engine's working time is the figure this page compares across caps.")
+    for c, r in small.iterrows():
+        if r.phase_starved_share >= 0.5:
+            out.append(f"The small model's flood at cap {c:,.0f} had free slots and nothing waiting in the engine for "
+                       f"{_pct(r.phase_starved_share)} of its working time: the requests were not reaching the engine "
+                       "fast enough to fill it (the API server and the client are upstream of it; Inside a step "
+                       "runs the same model behind two API servers).")
+    return out
+
+
+def past_cap_words(v: dict, verdict: str) -> str | None:
+    """The caps past the series' top cap on one rig: throughput and running batch at each, the fall from the top cap,
+    and the CUDA-graph candidate where a full decode step ran outside the captured graphs. None where the rig ran no
+    cap past it, or not the top cap itself (a partial run)."""
+    caps = v["caps"]
+    ref = REF_CAP
+    if not caps or caps[-1] <= ref or ref not in caps:
+        return None
+    past = [c for c in caps if c >= ref]
+    tok = {c: v["tok_s"][c].value for c in past}
+    graphs = v.get("graph_max_batch") or {}
+    run = v["running"]
+    steps = ", ".join(f"cap {c:,.0f}: {fmt(tok[c])} tok/s with {run[c].value:.0f} running"
+                      + (f" (CUDA graphs up to {graphs[c]:.0f} tokens)" if c in graphs and graphs[c] == graphs[c] else "")
+                      for c in past if c in run)
+    words = (f"On {v['rig']}, past the series' top cap: {steps}. Past cap {ref} the running batch still grew to the cap, "
+             f"and throughput fell, by {100 * (1 - tok[past[-1]] / tok[ref]):.0f}% at cap {past[-1]:,.0f}, where part 1's "
+             f"step model predicts a small gain ({verdict}, see the claims).")
+    big = [c for c in past if c in graphs and graphs[c] == graphs[c] and run.get(c) and run[c].value > graphs[c]]
+    if big:
+        words += (f" vLLM captured CUDA graphs for steps of at most {graphs[big[0]]:.0f} tokens, so at cap {big[0]:,.0f}, "
+                  f"with {run[big[0]].value:.0f} running, every full decode step ran outside the captured graphs: a "
+                  f"candidate that the records establish as a fact but not as the cause (the drop begins at cap "
+                  f"{past[1]:,.0f}, whose full decode steps still fit a graph).")
+    return words
