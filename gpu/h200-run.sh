@@ -9,11 +9,15 @@
 set -uo pipefail
 PARTS=${1:?parts, e.g. "3 1" or "3:h200:mns-064,mns-512"}
 BUDGET_MIN=${2:?budget in minutes}
+# minutes may carry a fraction (9.4): bash arithmetic takes integers only, so the seconds come from awk (session 11's
+# "9.4" stopped a call with a syntax error before it started)
+BUDGET_S=$(awk -v m="$BUDGET_MIN" 'BEGIN { if (m !~ /^[0-9]+(\.[0-9]+)?$/) exit 1; printf "%d", m * 60 }') \
+  || { echo "h200-run: budget '$BUDGET_MIN' is not a number of minutes"; exit 2; }
 EXTRA=${3:-}  # more reproduce options for every item
 OUT=${OUT:-/tmp/h200-out}
 mkdir -p "$OUT"
 ls /opt/wallsite/.installed-* >/dev/null 2>&1 || { echo "COLD: the staged vLLM is not installed on this host"; exit 3; }
-end=$(( $(date +%s) + BUDGET_MIN * 60 ))
+end=$(( $(date +%s) + BUDGET_S ))
 
 # Tuning results of the Gated DeltaNet prefill kernels persist across server starts (and, carried in
 # gpu/cache/autotune.tar, across hosts): see gpu/NOTES-autotune.md. Kernels and configs are unchanged.
