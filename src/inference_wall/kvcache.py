@@ -21,7 +21,6 @@ default for a dense model (16); `block_size` gives it for a preset before any se
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,10 +56,9 @@ class ModelLayout:
 
     @classmethod
     def from_preset(cls, preset: str, data_dir: Path | None = None) -> "ModelLayout":
-        from .modelkit import models_dir
+        from .modelshape import ModelShape
 
-        path = models_dir(data_dir) / preset / "config.json"
-        return cls.from_config(json.loads(path.read_text()))
+        return ModelShape.of(preset, data_dir).layout
 
     def pages_per_request(self, tokens: int, block_size: int) -> int:
         return self.attention_groups * math.ceil(tokens / block_size) + self.state_groups
@@ -202,18 +200,17 @@ def block_size(preset: str, runs_dir: Path | None = None, data_dir: Path | None 
     runs), that being vLLM's own word, else what vLLM derives from the config (analysis.hybrid_block_size:
     a page at least one recurrent layer's state), so a pool can be counted before the model has ever
     started; for a dense model, vLLM's default."""
-    from . import analysis
-    from .modelkit import models_dir
+    from .modelshape import ModelShape
     from .store import runs_dir as default_runs_dir
 
     given = _block_size_from_args(serve_args or [])
     if given is not None:
         return given
-    config = json.loads((models_dir(data_dir) / preset / "config.json").read_text())
-    if not ModelLayout.from_config(config).state_groups:
+    shape = ModelShape.of(preset, data_dir)
+    if not shape.layout.state_groups:
         return DEFAULT_BLOCK_SIZE
     runs = Path(runs_dir) if runs_dir is not None else default_runs_dir(data_dir)
-    return _logged_block_size(runs, preset) or analysis.hybrid_block_size(config.get("text_config", config))
+    return _logged_block_size(runs, preset) or shape.hybrid_block_size
 
 
 def _block_size_from_args(args: list[str]) -> int | None:

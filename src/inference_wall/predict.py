@@ -55,7 +55,6 @@ Published numbers are read through inference_wall.reference, never typed: a10g_t
 from __future__ import annotations
 
 import functools
-import json
 import math
 from dataclasses import dataclass, field
 
@@ -323,7 +322,7 @@ def memory_ratio(view: dict, gpus_: dict[str, Gpu], data_dir=None) -> float:
 def prefill_rate(view: dict, h200: Gpu, data_dir=None) -> tuple[float, str]:
     """The fraction of the h200's dense peak that part 2's solo prefill reached (chunking off; the shortest prompt
     measured): 2 x the 4B's matmul parameters x tokens / peak over the measured TTFT."""
-    from .modelkit import preset_dir
+    from .modelshape import ModelShape
     from .parts import p02
 
     try:
@@ -331,7 +330,7 @@ def prefill_rate(view: dict, h200: Gpu, data_dir=None) -> tuple[float, str]:
         fr = p02.freeze_table(inj)
     except (UserError, FileNotFoundError, KeyError, ValueError) as exc:  # no part 2 data on this rig
         return math.nan, f"no part 2 prefill on {view['rig']} ({exc})"
-    params = p02.config_matmul_params(json.loads((preset_dir("qwen3.5-4b", data_dir) / "config.json").read_text()))
+    params = ModelShape.of("qwen3.5-4b", data_dir).matmul_params
     roof = p02.roofline_table(fr, data_dir, params_by_rig={view["rig"]: params},
                               peaks={view["rig"]: {"peak_dense_tflops": h200.tflops, "peak_source": "datasheet"}})
     roof = roof[roof["rig"] == view["rig"]].sort_values("prompt_len")
@@ -350,8 +349,7 @@ def step_model(view: dict, variant: str, gpus_: dict[str, Gpu], data_dir=None, m
     asynchronous scheduler hid on the h200 (the 4b-sync variant), for a server that schedules synchronously."""
     if max_num_seqs is None:
         max_num_seqs = int(reference_fact(load_reference(1, data_dir), "max_num_seqs"))
-    from .modelkit import preset_dir
-    from .parts import p00, p02
+    from .modelshape import ModelShape
 
     rig = view["rig"]
     comp = view["variant_components"][variant]
@@ -403,13 +401,13 @@ def step_model(view: dict, variant: str, gpus_: dict[str, Gpu], data_dir=None, m
                       Term("host work async scheduling hides: growth", "sequence", "none",
                            h200_ms=float(host[hi] - host[lo]) / span,
                            source=f"measured on {rig}: 4b-sync against 4b, {lo} to {hi}")]
-    layout = ModelLayout.from_preset(preset, data_dir)
-    text = p00._text_config(preset, data_dir)
-    full, layers = analysis.attention_layer_counts(text)
+    shape = ModelShape.of(preset, data_dir)
+    layout, text = shape.layout, shape.text
+    full, layers = shape.attention_layers, shape.layers
     per_group = min(layers - full, full) if layout.state_groups else full
     block = block_size(preset, data_dir=data_dir)
     over, weights, over_src = overhead(preset, max_num_seqs, data_dir, rig)
-    params = p02.config_matmul_params(json.loads((preset_dir(preset, data_dir) / "config.json").read_text()))
+    params = shape.matmul_params
     pre_rate, pre_src = prefill if prefill is not None else prefill_rate(view, h200, data_dir)
     return StepModel(variant, preset, terms, bw, h200.tflops, bw / h200.bandwidth_gb_s, ctx, weights, over, over_src,
                      layout, block, per_group * block * analysis.kv_bytes_per_token_per_layer(text),

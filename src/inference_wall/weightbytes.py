@@ -19,7 +19,6 @@ Formats (what vLLM 0.22.1 does with them, read from its source):
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,14 +155,21 @@ def decode_bytes(config: dict, fmt: str) -> DecodeBytes:
     return DecodeBytes(fmt, q, u, head, small, params, names)
 
 
-def preset_decode_bytes(preset: str, fmt: str, data_dir: Path | None = None) -> DecodeBytes:
-    from .modelkit import preset_dir
+def config_matmul_params(config: dict) -> int:
+    """Parameters a prefill multiplies every prompt token by: the language model's block matrices (attention or
+    Gated DeltaNet projections and the MLP, from its config). Not the token embedding (a lookup), not the output head
+    (a prefill computes the logits of its last position only), not a vision tower (never run for text)."""
+    return sum(lin.params for lin in block_linears(config))
 
-    return decode_bytes(json.loads((preset_dir(preset, data_dir) / "config.json").read_text()), fmt)
+
+def preset_decode_bytes(preset: str, fmt: str, data_dir: Path | None = None) -> DecodeBytes:
+    from .modelshape import ModelShape
+
+    return ModelShape.of(preset, data_dir).decode_bytes(fmt)
 
 
 def preset_group_size(preset: str, data_dir: Path | None = None) -> int:
     """group_size of a preset's quantization_config."""
-    from .modelkit import preset_dir
+    from .modelshape import ModelShape
 
-    return group_size(json.loads((preset_dir(preset, data_dir) / "config.json").read_text()))
+    return ModelShape.of(preset, data_dir).group_size

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis import Interval, attention_layer_counts, gdn_state_bytes, kv_bytes_per_token_per_layer
+from ..analysis import Interval
 from ..bench import PassSpec, Workload
 from ..claims import Claim, Judgement, Missing, known_number, missing
 from ..store import load_points, open_artefact, pass_summary, read_artefact
@@ -206,13 +206,6 @@ def step_family(name: str) -> str:
     return next(fam for fam, rx in STEP_FAMILIES if re.search(rx, low))
 
 
-def _text_config(preset: str, data_dir=None) -> dict:
-    from ..modelkit import preset_dir
-
-    config = json.loads((preset_dir(preset, data_dir) / "config.json").read_text())
-    return config.get("text_config", config)
-
-
 def _fmt(preset: str) -> str:
     return "int4" if "int4" in preset else "fp16"
 
@@ -220,15 +213,13 @@ def _fmt(preset: str) -> str:
 def shape_bytes(preset: str, data_dir=None) -> dict:
     """What one decode step must move, from the shapes: the language model's weights (weightbytes), each
     sequence's recurrent state read and written (Gated DeltaNet layers), each token of context's K and V read."""
+    from ..modelshape import ModelShape
     from ..weightbytes import preset_decode_bytes
 
-    t = _text_config(preset, data_dir)
-    full, layers = attention_layer_counts(t)
-    recurrent = layers - full if t.get("layer_types") else 0
-    state = gdn_state_bytes(t) * recurrent if recurrent else 0
+    shape = ModelShape.of(preset, data_dir)
     return {"weights_bytes": preset_decode_bytes(preset, _fmt(preset), data_dir).total,
-            "state_bytes_per_seq": state, "kv_bytes_per_token": kv_bytes_per_token_per_layer(t) * full,
-            "attention_layers": full, "recurrent_layers": recurrent}
+            "state_bytes_per_seq": shape.state_bytes_per_seq, "kv_bytes_per_token": shape.kv_bytes_per_token,
+            "attention_layers": shape.attention_layers, "recurrent_layers": shape.recurrent_layers}
 
 
 def _window(pt, batch: int):

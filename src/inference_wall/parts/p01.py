@@ -251,26 +251,21 @@ def part1_knee(rig: str, data_dir=None) -> float | None:
 def published_pool(data_dir=None):
     """The A10G's KV pool from the post's own log line ('Maximum concurrency for 2,048 tokens per request:
     83.7x'), with the attention page vLLM gives this model (analysis.hybrid_block_size: 528 tokens)."""
-    import json
-
-    from ..modelkit import preset_dir
+    from ..modelshape import ModelShape
 
     mem = load_reference(1, data_dir)["memory_report"].iloc[0]
-    config = json.loads((preset_dir(PUBLISHED_PRESET, data_dir) / "config.json").read_text())
-    block = analysis.hybrid_block_size(config["text_config"])
+    shape = ModelShape.of(PUBLISHED_PRESET, data_dir)
+    block = shape.hybrid_block_size
     printed = f"{mem['max_concurrency_x']:g}"
     digits = len(printed.split(".")[1]) if "." in printed else 0
     return pool_from_concurrency(float(mem["max_concurrency_x"]), int(mem["max_concurrency_tokens_per_request"]),
-                                 block, ModelLayout.from_config(config), digits=digits)
+                                 block, shape.layout, digits=digits)
 
 
 def vision_tower_gib(preset: str, data_dir=None, dtype_bytes: int = 2) -> float:
-    import json
+    from ..modelshape import ModelShape
 
-    from ..modelkit import preset_dir
-
-    config = json.loads((preset_dir(preset, data_dir) / "config.json").read_text())
-    return analysis.vision_tower_params(config) * dtype_bytes / GIB
+    return ModelShape.of(preset, data_dir).vision_tower_params * dtype_bytes / GIB
 
 
 def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:

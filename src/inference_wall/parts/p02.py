@@ -22,11 +22,12 @@ from ..claims import NOT_MEASURED, Claim, Judgement, Missing, fmt_num, need
 from ..errors import UserError
 from ..inject import InjectSpec, injection
 from ..trace import traced_injection
-from ..modelkit import preset_dir, text_config
+from ..modelshape import ModelShape
 from ..reference import load_reference
 from ..schema import PUBLISHED_RIG
 from ..store import bench_result, derived, load_points, open_artefact, read_artefact, read_text
 from ..sweep import PassPlan, PointPlan
+from ..weightbytes import config_matmul_params  # noqa: F401  (its home is weightbytes; p02's name stays)
 
 NAME = "02-prefill-freeze"
 NOTEBOOK = "notebooks/02-prefill-freeze.md"
@@ -102,9 +103,7 @@ def session_args(p: dict, budget: int, rig: str = "rig") -> list[str]:
 
 def token_range(preset: str) -> tuple[int, int]:
     """Ordinary token ids of the preset's vocabulary for the long prompts (special tokens sit at its top)."""
-    config = json.loads((preset_dir(preset) / "config.json").read_text())
-    vocab = int(text_config(config)["vocab_size"])
-    return 100, int(0.9 * vocab)
+    return 100, int(0.9 * ModelShape.of(preset).vocab_size)
 
 
 def check(p: dict) -> None:
@@ -472,20 +471,11 @@ def token_timeline(data_dir=None, rig: str | None = None, prompt_len: int | None
 # ---------------------------------------------------------------------------------------------
 
 
-def config_matmul_params(config: dict) -> int:
-    """Parameters a prefill multiplies every prompt token by: the language model's block matrices (attention or
-    Gated DeltaNet projections and the MLP, from its config). Not the token embedding (a lookup), not the output head
-    (a prefill computes the logits of its last position only), not a vision tower (never run for text)."""
-    from ..weightbytes import block_linears
-
-    return sum(lin.params for lin in block_linears(config))
-
-
 def matmul_params(pt) -> float | None:
     """config_matmul_params of the model a point's server loaded (its preset's config); None where unknown."""
     model = pt.manifest.get("model", {})
     try:
-        return float(config_matmul_params(json.loads((preset_dir(model["preset"]) / "config.json").read_text())))
+        return float(ModelShape.of(model["preset"]).matmul_params)
     except (KeyError, OSError, ValueError, UserError):
         return None
 

@@ -15,7 +15,6 @@ and goes back to the queue.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -107,10 +106,9 @@ def block_size_for(preset: str, p: dict, data_dir=None) -> int:
 
 
 def model_max_len(preset: str, data_dir=None) -> int:
-    from ..modelkit import models_dir
+    from ..modelshape import ModelShape
 
-    config = json.loads((models_dir(data_dir) / preset / "config.json").read_text())
-    return int(config.get("text_config", config).get("max_position_embeddings", 1 << 30))
+    return int(ModelShape.of(preset, data_dir).text.get("max_position_embeddings", 1 << 30))
 
 
 def pool_max_model_len(pool: int, layout: ModelLayout, block: int, p: dict, model_limit: int, preset: str) -> int:
@@ -702,10 +700,9 @@ def arithmetic(preset: str | None = None, p: dict | None = None, data_dir=None, 
     block = block_size_for(preset, p, data_dir)
     inp, short, long_ = p["input_len"], p["output_len"], p["long_output_len"]
     from ..kvcache import DEFAULT_BLOCK_SIZE, RECURRENT_LAYER_TYPES
-    from ..modelkit import models_dir
+    from ..modelshape import ModelShape
 
-    config = json.loads((models_dir(data_dir) / preset / "config.json").read_text())
-    types = config.get("text_config", config).get("layer_types") or []
+    types = ModelShape.of(preset, data_dir).layer_types
     return {"layers": len(types), "attention_layers": sum(t not in RECURRENT_LAYER_TYPES for t in types),
             "dense_block": DEFAULT_BLOCK_SIZE, "poll_s": p["poll_interval_s"],
             "block": block, "attention_groups": layout.attention_groups, "state_groups": layout.state_groups,

@@ -397,12 +397,9 @@ def sharded_heads(model: str, data_dir=None, ranks: int = 2) -> dict:
     """The heads tensor parallelism splits over `ranks` GPUs, from the model's config: attention's query and KV
     heads and the Gated DeltaNet's key and value heads (vLLM shards both kinds across the ranks, so each GPU holds
     that share of every sequence's KV cache and recurrent state)."""
-    import json
+    from ..modelshape import ModelShape
 
-    from ..modelkit import models_dir
-
-    config = json.loads((models_dir(data_dir) / model / "config.json").read_text())
-    t = config.get("text_config", config)
+    t = ModelShape.of(model, data_dir).text
     heads = {"attention_heads": t.get("num_attention_heads"), "kv_heads": t.get("num_key_value_heads"),
              "gdn_key_heads": t.get("linear_num_key_heads"), "gdn_value_heads": t.get("linear_num_value_heads")}
     return {**heads, **{f"{k}_per_gpu": (v / ranks if v else None) for k, v in heads.items()}, "ranks": ranks}
