@@ -250,3 +250,18 @@ def test_part3s_polled_floods_read_inside_the_pass_and_a_partial_run_renders():
     partial = t[(t["model"] == "main") & (t["max_num_seqs"] != p03.REF_CAP)]
     view = p03.rig_view(partial, "h200")
     assert p03.REF_CAP not in view["caps"] and p03.past_cap_words(view, "differs") is None
+
+
+def test_part3s_findings_cite_the_polled_floods_and_fall_back_without_them():
+    t = p03.sweep_table(None, ["h200"])
+    facts = p03.reference_view()
+    polled = t[t["steady_polled"]]
+    if not {p03.REF_CAP} <= set(polled[polled["model"] == "small"]["max_num_seqs"]):
+        pytest.skip("the small model's polled flood at the top cap is not committed")
+    bullets = p03.key_findings({"h200": p03.rig_view(t, "h200", None, facts)}, facts)
+    small = next(b for b in bullets if "0.5B" in b)
+    assert "free slots and nothing waiting" in small and "not yet measured" not in small
+    unpolled = t.assign(**{c: math.nan for c in t.columns if c.startswith("phase_")})
+    bullets = p03.key_findings({"h200": p03.rig_view(unpolled, "h200", None, facts)}, facts)
+    small = next(b for b in bullets if "0.5B" in b)
+    assert "not yet measured" in small and not any("working time" in b for b in bullets)

@@ -152,3 +152,25 @@ def ttft_vs_cap(sweep: pd.DataFrame) -> alt.Chart:
         x=_cap_axis(data), y=figures.log_y("ttft_p50_s", "Median TTFT (s, log)"),
         color=figures.rig_color(data["rig"]),
         tooltip=["rig:N", "max_num_seqs:Q", alt.Tooltip("ttft_p50_s:Q", title="TTFT p50 s", format=".3g")])
+
+
+FLOOD_TIME_LABELS = {"mixed": "steps with a refill's prompt tokens", "decode": "pure-decode steps",
+                     "still": "step counter still"}
+
+
+def flood_time(polled: pd.DataFrame) -> alt.Chart:
+    """Part 3: where each polled flood's working time went (p03.flood_time_rows: rig, flood, what, seconds, share),
+    one horizontal bar per flood, stacked by what the engine's steps did."""
+    order = list(FLOOD_TIME_LABELS.values())
+    data = polled.assign(what=polled["what"].map(FLOOD_TIME_LABELS), order=polled["what"].map(
+        {k: i for i, k in enumerate(FLOOD_TIME_LABELS)}))
+    floods = list(dict.fromkeys(data["flood"]))
+    return alt.Chart(data).mark_bar().encode(
+        y=alt.Y("flood:N", title=None, sort=floods),
+        x=alt.X("seconds:Q", title="Seconds the engine had work", stack="zero"),
+        color=alt.Color("what:N", title=None, sort=order, legend=alt.Legend(orient="bottom", columns=1),
+                        scale=alt.Scale(domain=order, range=["#e45756", "#4c78a8", "#bab0ac"])),
+        order=alt.Order("order:Q"),
+        tooltip=["flood:N", "what:N", alt.Tooltip("seconds:Q", format=".3g"),
+                 alt.Tooltip("share:Q", title="share of the working time", format=".0%")],
+    ).properties(height=alt.Step(22))

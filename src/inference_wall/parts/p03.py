@@ -541,6 +541,24 @@ def _past_ceiling(views: dict[str, dict]) -> list[tuple[str, dict]]:
             and v.get("ceiling_cap") is not None and v["ceiling_cap"] < v["caps"][-1]]
 
 
+def _phase(frame: pd.DataFrame, cap: float, col: str) -> float:
+    """A polled flood's steady.flood_phases figure at `cap` in a view's sweep frame; NaN where not polled."""
+    if frame is None or col not in frame or not len(frame):
+        return math.nan
+    row = frame[frame["max_num_seqs"] == cap]
+    return float(row[col].iloc[0]) if len(row) else math.nan
+
+
+def _inside_top(v: dict) -> str:
+    """The findings' past-ceiling clause from the top cap's polled flood: where its engine's working time went."""
+    top = v["caps"][-1]
+    mixed, still, active = (_phase(v["sweep"], top, c) for c in ("phase_mixed_share", "phase_stalled_s", "phase_active_s"))
+    if not (mixed == mixed and active == active and active > 0):
+        return ""
+    return (f"; polled, its engine spent {_pct(mixed)} of its working time in steps that carried a refill's prompt "
+            f"tokens and {_pct(still / active)} with the step counter still")
+
+
 def key_findings(views: dict[str, dict], facts: dict) -> list[str]:
     """The findings box of part 3: 3-5 sentences from the shown rigs' views."""
     out = []
@@ -564,13 +582,18 @@ def key_findings(views: dict[str, dict], facts: dict) -> list[str]:
     if past:
         out.append("Past the batch that fills a step, a larger cap cost throughput: " + "; ".join(
             f"{r}'s cap {v['caps'][-1]:,.0f} completed {fmt(v['top_rps'])} req/s against {fmt(v['ceiling_rps'])} at "
-            f"cap {v['ceiling_cap']:,.0f} ({100 * (v['top_rps'] / v['ceiling_rps'] - 1):+.0f}%)" for r, v in past) + ".")
+            f"cap {v['ceiling_cap']:,.0f} ({100 * (v['top_rps'] / v['ceiling_rps'] - 1):+.0f}%)" + _inside_top(v)
+            for r, v in past) + ".")
     small = [(r, v) for r, v in views.items() if r != PUBLISHED_RIG and v.get("small_cliff_ratio")]
     for r, v in small:
         lo, hi = v["small_caps"]
         s_add, m_add = added_sequence_ms(v["small"], MID_CAP, REF_CAP), added_sequence_ms(v["sweep"], MID_CAP, REF_CAP)
+        starved = _phase(v["small"], REF_CAP, "phase_starved_share")
+        why = (f": its flood at cap {REF_CAP} had free slots and nothing waiting in the engine for {_pct(starved)} of "
+               "its working time, so the requests were not reaching the engine (Inside a step times the same model "
+               "behind two API servers)" if starved == starved else ", and why is not yet measured")
         per = (f"; from cap {MID_CAP} to {REF_CAP} each added sequence cost it {fmt(s_add['ms_per_seq'] / m_add['ms_per_seq'])}x "
-               "what it cost the 4B, and why is not yet measured" if s_add and m_add and m_add["ms_per_seq"] > 0 else "")
+               f"what it cost the 4B{why}" if s_add and m_add and m_add["ms_per_seq"] > 0 else "")
         out.append(f"The post found a 0.5B model's cliff steeper ({facts.get('small_model_batching_lift', math.nan):g}x "
                    f"against {facts.get('batching_lift', math.nan):g}x). On {r} it was {fmt(v['small_cliff_ratio'])}x against "
                    f"the 4B's {fmt(cliff(v['sweep'], lo, hi))}x over caps {lo:g} to {hi:g}{per}.")
@@ -639,16 +662,47 @@ STEADY_HEADERS = {"rig": "rig", "model": "model", "max_num_seqs": "cap", "output
                   "phase_stalled_s": "step counter still (s)", "phase_starved_share": "free slots, none waiting"}
 
 
+MODEL_LABELS = {"main": "4B", "small": "0.5B"}
+
+
+def _polled(table: pd.DataFrame) -> pd.DataFrame:
+    return table[table["steady_polled"].eq(True)] if "steady_polled" in table else table.iloc[0:0]
+
+
+def _sig(x: float, digits: int = 3) -> float:
+    return float(f"{x:.{digits}g}") if x == x else x
+
+
 def steady_table(table: pd.DataFrame) -> pd.DataFrame:
     """The polled floods of the measured rigs, one row per (rig, model, cap): the client's whole-pass rate beside what
-    the engine's counters show inside the pass (steady.flood_phases, steady.flood_steady at STEADY_SHARE)."""
-    polled = table[table["steady_polled"].eq(True)] if "steady_polled" in table else table.iloc[0:0]
+    the engine's counters show inside the pass (steady.flood_phases, steady.flood_steady at STEADY_SHARE); shares
+    in %, every figure to three significant digits, the model by name."""
+    polled = _polled(table)
     cols = [c for c in STEADY_HEADERS if c in polled]
     out = polled[cols].copy()
     for c in ("phase_mixed_share", "phase_starved_share"):
         if c in out:
             out[c] = 100 * out[c]
+    for c in cols[3:]:  # rates and token counts whole (as the prose prints them), the rest to three digits
+        out[c] = out[c].round(0) if c.endswith("tok_s") or c.endswith("per_step") else out[c].map(_sig)
+    out["model"] = out["model"].map(MODEL_LABELS).fillna(out["model"])
     return out.reset_index(drop=True)
+
+
+def flood_time_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """charts.flood_time's rows: per polled flood (rig, model, cap), the seconds of the engine's working time in
+    intervals whose steps carried prompt tokens, in pure-decode intervals, and with the step counter still."""
+    rows = []
+    for r in _polled(table).itertuples():
+        if not (r.phase_active_s == r.phase_active_s and r.phase_active_s > 0):
+            continue
+        flood = f"{r.rig}, {MODEL_LABELS.get(r.model, r.model)}, cap {r.max_num_seqs:,.0f}"
+        stepping = r.phase_active_s - r.phase_stalled_s
+        mixed = r.phase_mixed_share * r.phase_active_s
+        for what, sec in (("mixed", mixed), ("decode", stepping - mixed), ("still", r.phase_stalled_s)):
+            rows.append({"rig": r.rig, "flood": flood, "what": what, "seconds": max(sec, 0.0),
+                         "share": max(sec, 0.0) / r.phase_active_s})
+    return pd.DataFrame(rows, columns=["rig", "flood", "what", "seconds", "share"])
 
 
 def _pct(x: float) -> str:
