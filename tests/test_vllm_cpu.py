@@ -30,11 +30,27 @@ VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 
 
+# This test run's mark: every process the tests start inherits the environment (the CLI, its notebook kernel, the
+# servers: server.server_environment passes the caller's on), so the leak check below looks only at processes that
+# carry this run's token, never at another run's servers on the same machine (a concurrent run's fixture once
+# killed them all).
+RUN_TOKEN_ENV = "IW_TEST_RUN_TOKEN"
+os.environ.setdefault(RUN_TOKEN_ENV, f"{os.getpid()}-{time.time_ns()}")
+
+
+def _ours(p: psutil.Process) -> bool:
+    try:
+        return p.environ().get(RUN_TOKEN_ENV) == os.environ[RUN_TOKEN_ENV]
+    except (psutil.Error, OSError):
+        return False
+
+
 def vllm_processes() -> list[psutil.Process]:
+    """vLLM servers and bench fork servers that this test run started (its token in their environment)."""
     found = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if ("vllm.entrypoints" in cmd or "_benchfork.py" in cmd) and p.pid != os.getpid():
+        if ("vllm.entrypoints" in cmd or "_benchfork.py" in cmd) and p.pid != os.getpid() and _ours(p):
             found.append(p)
     return found
 
