@@ -322,3 +322,7 @@ def test_the_api_server_answer_reads_the_two_server_runs_once_they_exist():
     assert dense and "planned, not run" not in dense[0] and "API servers in front of the same engine" in dense[0]
     without = dict(view, api=api.iloc[0:0])
     assert p00.api_words(without) is None
+    both = api.dropna(subset=["step_one_ms", "step_more_ms"])
+    if 256 in set(both["batch"]):  # the findings box says what the second API server did to the step at 256
+        assert "API servers the same engine steps in" in p00.model_finding(view)
+        assert "API servers" not in (p00.model_finding(without) or "")

@@ -905,7 +905,14 @@ def model_finding(view: dict) -> str | None:
         parts.append(f"the 4-bit 9B's weight matmuls read at {_n(t.loc['9b-int4', 'matmul_pct_bw'], 2)}% of the "
                      f"bandwidth, the fp16 9B's at {_n(t.loc['9b-fp16', 'matmul_pct_bw'], 2)}%")
     if DENSE in t.index and known_number(t.loc[DENSE, "idle_b256_pct"]):
-        parts.append(f"the dense 0.5B's GPU is idle for {_n(t.loc[DENSE, 'idle_b256_pct'], 2)}% of its step at 256")
+        idle = f"the dense 0.5B's GPU is idle for {_n(t.loc[DENSE, 'idle_b256_pct'], 2)}% of its step at 256"
+        api = view.get("api")
+        both = api.dropna(subset=["step_one_ms", "step_more_ms"]) if api is not None and len(api) else None
+        if both is not None and 256 in set(both["batch"]):
+            r = both.set_index("batch").loc[256]
+            idle += (f", and behind {r.api_servers} API servers the same engine steps in {_n(r.step_more_ms)} ms instead "
+                     f"of {_n(r.step_one_ms)}: one API server holds it back")
+        parts.append(idle)
     if not parts:
         return None
     text = "; ".join(parts)
