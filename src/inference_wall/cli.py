@@ -308,10 +308,8 @@ def _check_machine(args) -> None:
 
     profile = load_profile(args.rig, args.data_dir)
     preset_dir(profile.model_preset, args.data_dir)
-    mod = parts.module(args.part)
-    needed = (mod.gpus_needed(parts.parameters(args.part, args.rig, args.data_dir, _overrides(args.set)))
-              if hasattr(mod, "gpus_needed") else 1)
-    gpuenv.check_machine(profile, part=args.part, gpus_needed=needed)
+    params = parts.parameters(args.part, args.rig, args.data_dir, _overrides(args.set))
+    gpuenv.check_machine(profile, part=args.part, gpus_needed=parts.protocol_of(args.part).gpus_needed(params))
     if args.python is None:
         args.python = gpuenv.gpu_vllm_python(profile)
 

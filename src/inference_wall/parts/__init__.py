@@ -12,6 +12,7 @@ from ..server import vllm_python
 from ..store import REPO, part_name, rig_dir
 from ..sweep import SweepContext, SweepReport, dry_run_lines, run_sweep
 from . import p00, p01, p02, p03, p04, p05, p06
+from .protocol import Part
 
 MODULES = {p00.NAME: p00, p01.NAME: p01, p02.NAME: p02, p03.NAME: p03, p04.NAME: p04, p05.NAME: p05, p06.NAME: p06}
 SERVE_ARGS = ["--dtype", "float16"]  # the series served fp16; a rig profile may override (later flags win)
@@ -24,15 +25,20 @@ def module(part) -> object:
     return MODULES[part_name(part)]
 
 
+def protocol_of(part) -> Part:
+    """What the runner calls on a part (parts/protocol.py): its module's PART."""
+    return module(part).PART
+
+
 def parameters(part, rig: str, data_dir: Path | None = None, overrides: dict | None = None) -> dict:
     """The part's defaults, then the rig profile's overrides, then the caller's; unknown keys are errors."""
-    mod = module(part)
+    spec = protocol_of(part)
     profile = load_profile(rig, data_dir)
-    params = dict(mod.DEFAULTS)
-    for source, extra in (("rig profile " + rig, profile.for_part(mod.NAME)), ("parameters", overrides or {})):
+    params = dict(spec.defaults)
+    for source, extra in (("rig profile " + rig, profile.for_part(spec.name)), ("parameters", overrides or {})):
         unknown = set(extra) - set(params)
         if unknown:
-            raise UserError(f"{source}: unknown parameter(s) {sorted(unknown)} for part {mod.NAME}; "
+            raise UserError(f"{source}: unknown parameter(s) {sorted(unknown)} for part {spec.name}; "
                             f"known: {', '.join(sorted(params))}")
         params.update({k: v for k, v in extra.items() if v is not None})
     return params
@@ -42,21 +48,15 @@ def rig_pools(part, profile, params: dict, data_dir: Path | None = None) -> dict
     """The rig's KV pool per model preset the part serves, where known (see kvcache.rig_pool)."""
     from ..kvcache import rig_pool
 
-    mod = module(part)
-    if hasattr(mod, "served_presets"):  # a part that serves other models than the rig's (part 5's 9B)
-        presets = set(mod.served_presets(params, profile))
-    else:
-        presets = {profile.model_preset, params.get("small_preset")} - {None}
-    where = rig_dir(mod.NAME, profile.name, data_dir)
+    spec = protocol_of(part)
+    presets = dict.fromkeys(spec.served_presets(params, profile))  # in the part's order (part 5's 9B: not the rig's model)
+    where = rig_dir(spec.name, profile.name, data_dir)
     return {pre: rig_pool(where, pre, data_dir, profile.serve_args) for pre in presets}
 
 
 def _plan(mod, params: dict, profile, data_dir: Path | None = None):
-    import inspect
-
-    # a part whose plan reads earlier runs (part 2's knee points: part 1's knee) takes the data dir too
-    extra = {"data_dir": data_dir} if "data_dir" in inspect.signature(mod.plan).parameters else {}
-    return mod.plan(params, profile, pools=rig_pools(mod.NAME, profile, params, data_dir), **extra)
+    # every part's plan takes the data dir (part 2's knee points read part 1's knee; most ignore it)
+    return mod.PART.plan(params, profile, rig_pools(mod.NAME, profile, params, data_dir), data_dir)
 
 
 def plan(part, rig: str, data_dir: Path | None = None, overrides: dict | None = None):

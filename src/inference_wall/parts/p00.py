@@ -36,6 +36,7 @@ from ..errors import UserError
 from ..predict import join_and
 from ..sweep import PassPlan, PointPlan
 from ..trace import decode_window_trace
+from .protocol import Part, without_data_dir
 
 NAME = "00-inside-a-step"
 NOTEBOOK = "notebooks/00-inside-a-step.md"
@@ -1154,3 +1155,6 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
                    "batch 1 sits far above its weight floor (part 5): the 9B servers of this chapter's plan ("
                    + ", ".join(missing_variants) + ") have not run on this rig.")
     return out
+
+
+PART = Part(NAME, DEFAULTS, without_data_dir(plan), served_presets=served_presets)

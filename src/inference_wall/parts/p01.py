@@ -18,6 +18,7 @@ from ..schema import PUBLISHED_RIG
 from ..errors import UserError
 from ..store import load_points, pass_summary, request_throughput
 from ..sweep import PassPlan, PointPlan, prompts_for_window
+from .protocol import Part, without_data_dir
 
 NAME = "01-hit-the-wall"
 NOTEBOOK = "notebooks/01-hit-the-wall.md"
@@ -874,3 +875,6 @@ def bullets(items: list[str]) -> str:
 def takeaways_markdown(items: list[tuple[str, str]]) -> str:
     """The post's take-aways as a numbered list, each followed by what the data say."""
     return "\n".join(f"{i}. {post} **What the data say:** {data}" for i, (post, data) in enumerate(items, 1))
+
+
+PART = Part(NAME, DEFAULTS, without_data_dir(plan))

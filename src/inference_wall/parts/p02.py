@@ -28,6 +28,7 @@ from ..schema import PUBLISHED_RIG
 from ..store import bench_result, derived, load_points, open_artefact, read_artefact, read_text
 from ..sweep import PassPlan, PointPlan
 from ..weightbytes import config_matmul_params  # noqa: F401  (its home is weightbytes; p02's name stays)
+from .protocol import Part
 
 NAME = "02-prefill-freeze"
 NOTEBOOK = "notebooks/02-prefill-freeze.md"
@@ -1015,3 +1016,6 @@ def key_findings(freezes: pd.DataFrame, views: dict[str, dict], facts: dict) -> 
                        f"placed: the post gives no prompt length, and {rig}'s own shrink at that budget runs from "
                        f"{fmt_num(s0.value)}x at {n0:,} tokens to {fmt_num(s1.value)}x at {n1:,}.")
     return out[:5]
+
+
+PART = Part(NAME, DEFAULTS, plan)  # its knee points read part 1's knee from the data dir

@@ -13,6 +13,7 @@ from ..reference import load_reference
 from ..schema import PUBLISHED_RIG
 from ..store import load_points, pass_summary
 from ..sweep import PassPlan, PointPlan
+from .protocol import Part, without_data_dir
 
 NAME = "03-batching-cliff"
 NOTEBOOK = "notebooks/03-batching-cliff.md"
@@ -788,3 +789,6 @@ def past_cap_words(v: dict, verdict: str) -> str | None:
                   f"candidate that the records establish as a fact but not as the cause (the drop begins at cap "
                   f"{past[1]:,.0f}, whose full decode steps still fit a graph).")
     return words
+
+
+PART = Part(NAME, DEFAULTS, without_data_dir(plan))

@@ -29,6 +29,7 @@ from ..errors import UserError
 from ..kvcache import NULL_BLOCKS, ModelLayout
 from ..store import load_points, pass_summary
 from ..sweep import PassPlan, PointPlan
+from .protocol import Part
 
 NAME = "04-kv-starvation"
 NOTEBOOK = "notebooks/04-kv-starvation.md"
@@ -987,3 +988,6 @@ def for_reader(table: pd.DataFrame) -> pd.DataFrame:
 def findings_markdown(bullets: list[str]) -> str:
     """The findings box's body: one Markdown bullet per finding."""
     return "\n".join(f"- {b}" for b in bullets) if bullets else "- No rig has measured this part yet."
+
+
+PART = Part(NAME, DEFAULTS, plan)

@@ -21,6 +21,7 @@ from ..errors import UserError
 from ..store import load_points, pass_summary
 from ..sweep import PassPlan, PointPlan
 from ..weightbytes import FORMATS, preset_decode_bytes, preset_group_size
+from .protocol import Part, without_data_dir
 
 NAME = "05-four-bits"
 NOTEBOOK = "notebooks/05-four-bits.md"
@@ -981,3 +982,6 @@ def key_findings(views: dict[str, dict], predicted: pd.DataFrame, data_dir=None)
 
 def findings_markdown(bullets: list[str]) -> str:
     return "\n".join(f"- {b}" for b in bullets) if bullets else "- No rig has measured this part yet."
+
+
+PART = Part(NAME, DEFAULTS, without_data_dir(plan), served_presets=served_presets)

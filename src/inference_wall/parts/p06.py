@@ -18,6 +18,7 @@ from ..analysis import Interval, combine
 from ..claims import Claim, Judgement, Missing, missing, need
 from ..errors import UserError
 from ..sweep import PointPlan
+from .protocol import Part, without_data_dir
 from . import p05
 
 NAME = "06-past-one-gpu"
@@ -462,3 +463,6 @@ def key_findings(views: dict[str, dict], predicted: pd.DataFrame, model: str, da
 
 def findings_markdown(bullets: list[str]) -> str:
     return p05.findings_markdown(bullets)
+
+
+PART = Part(NAME, DEFAULTS, without_data_dir(plan), served_presets=served_presets, gpus_needed=gpus_needed)
