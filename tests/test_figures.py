@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -52,13 +53,13 @@ def test_a_log_axis_says_log_and_legends_are_not_cut():
 
 
 def test_part2_charts_type_their_text_nominal():
-    from inference_wall import figures02
+    from inference_wall import figures
 
     freezes = pd.DataFrame({"rig": ["r", "r"], "config": ["chunking off", "chunked, budget 512"], "budget": [0, 512],
                             "prompt_len": [4096, 4096], "freeze_ms": [10.0, 5.0], "freeze_min_ms": [9.0, 4.0],
                             "freeze_max_ms": [11.0, 6.0], "repeats": [3, 3], "ttft_ms": [100.0, 120.0],
                             "predicted_low_ms": [8.0, 4.0], "predicted_high_ms": [12.0, 6.0], "solo_ttft_ms": [90.0, 90.0]})
-    for chart in (figures02.freeze_vs_length(freezes), figures02.ttft_vs_freeze(freezes)):
+    for chart in (figures.p02.freeze_vs_length(freezes), figures.p02.ttft_vs_freeze(freezes)):
         spec = chart.to_dict()
         tips = [t for layer in spec["spec"].get("layer", [spec["spec"]]) for t in layer.get("encoding", {}).get("tooltip", [])]
         assert {t["field"]: t["type"] for t in tips}["config"] == "nominal"
@@ -80,3 +81,43 @@ def test_a_table_saved_as_csv_is_linked(tmp_path):
     assert 'href="../_static/tables/part9-demo.csv"' in link and "iw-download" in link
     with __import__('pytest').raises(ValueError, match="table name"):
         figures.save_csv(df, "Bad Name")
+
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "inference_wall"
+ROOT = SRC.parents[1]
+IMPORTS_ALTAIR = re.compile(r"^\s*(import altair\b|from altair\b)", re.MULTILINE)
+
+
+def test_only_the_figures_package_imports_altair():
+    """Every chart has one home (issue 25): no module of the package outside figures/ imports Altair."""
+    outside = [str(p.relative_to(SRC)) for p in sorted(SRC.rglob("*.py"))
+               if "figures" not in p.relative_to(SRC).parts[:1] and IMPORTS_ALTAIR.search(p.read_text())]
+    assert outside == []
+    assert IMPORTS_ALTAIR.search((SRC / "figures" / "__init__.py").read_text())  # the pattern does find one
+
+
+def test_each_part_that_draws_charts_has_its_figures_module():
+    """A part whose notebook shows a chart has figures/pNN.py, named like parts/pNN.py, and it imports."""
+    import importlib
+
+    from inference_wall import figures
+
+    parts = sorted(p.stem for p in (SRC / "parts").glob("p[0-9][0-9].py"))
+    assert parts, "no part modules found"
+    drawn = [n for n in parts
+             if any("figures.show(" in nb.read_text() for nb in (ROOT / "notebooks").glob(f"{n[1:]}-*.md"))]
+    assert drawn, "no part notebook shows a chart"
+    for name in drawn:
+        assert (SRC / "figures" / f"{name}.py").is_file(), f"parts/{name}.py draws charts but figures/{name}.py is missing"
+        assert getattr(figures, name) is importlib.import_module(f"inference_wall.figures.{name}")
+
+
+def test_every_chart_a_page_names_is_in_its_figures_module():
+    """figures.<module>.<function> in a notebook or book page resolves (no caller left on a moved name)."""
+    from inference_wall import figures
+
+    pages = sorted((ROOT / "notebooks").glob("*.md")) + sorted((ROOT / "book").glob("*.md"))
+    named = {(m, f) for p in pages for m, f in re.findall(r"\bfigures\.(\w+)\.(\w+)", p.read_text())}
+    assert named
+    missing_ = [f"figures.{m}.{f}" for m, f in sorted(named) if not hasattr(getattr(figures, m), f)]
+    assert missing_ == []

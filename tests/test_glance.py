@@ -151,7 +151,7 @@ def test_chart_has_no_missing_words_and_rig_colours():
                             "point": f"p{r}", "gpus": 1, "output_tok_s": 800.0, "itl_p50_ms": 8.0,
                             "gpu_name": name, "power_w": w}
                            for r, name, w in (("h200", "NVIDIA H200", 400.0), ("a10g-published", None, math.nan))])
-    spec = glance.chart(glance.chart_rows(points, _prices())).to_dict()
+    spec = figures.glance.chart(glance.chart_rows(points, _prices())).to_dict()
     rows = [r for values in spec["datasets"].values() for r in values]
     assert rows and all(v is not None and not (isinstance(v, float) and math.isnan(v)) for r in rows for v in r.values())
     text = json.dumps(rows, ensure_ascii=False)
@@ -163,8 +163,10 @@ def test_chart_has_no_missing_words_and_rig_colours():
 
 
 def test_log_ticks_span_the_values():
-    assert glance.log_ticks([49.0, 8650.0]) == [10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0]
-    assert glance.log_ticks([]) == [1.0, 10.0]
+    from inference_wall import figures
+
+    assert figures.glance.log_ticks([49.0, 8650.0]) == [10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0]
+    assert figures.glance.log_ticks([]) == [1.0, 10.0]
 
 
 def test_chart_words_name_each_rigs_best_point_and_leave_missing_numbers_out():

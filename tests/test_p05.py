@@ -203,7 +203,7 @@ def test_floor_plus_overhead_and_single_floor_use_the_measured_bandwidth():
 
 
 def test_a_rig_without_part_5_data_is_not_measured_and_figures_build():
-    from inference_wall import figures05
+    from inference_wall import figures
 
     view = p05.rig_view("syn", synthetic_tables({"ref": (4.0, 0.05)}), params())
     rows = evaluate(p05.CLAIMS, {"syn": view})
@@ -213,13 +213,13 @@ def test_a_rig_without_part_5_data_is_not_measured_and_figures_build():
                                  params())}
     long = p05.cost_points(views)
     assert set(long["series"]) == {"measured", "floor: bytes / bandwidth"}
-    chart = figures05.costs_vs_bytes(long).to_dict()
+    chart = figures.p05.costs_vs_bytes(long).to_dict()
     assert chart["facet"]["column"]["field"] == "quantity"
     summary = p05.variant_summary(views)
     assert np.isclose(summary.set_index("format").loc["int4", "fixed_ms"], 3.0 + 0.1, rtol=0.01)  # the batch-1 step
     costs = pd.DataFrame([{"rig": "syn", "variant": "x", "format": "int4", "ceiling_tok_s": 1000.0, "top_cap": 8,
                            "gpu": None, "usd_low": math.nan, "usd_mid": math.nan, "usd_high": math.nan}])
-    spec = figures05.cost_per_million(costs, 4.0).to_dict()
+    spec = figures.p05.cost_per_million(costs, 4.0).to_dict()
     assert "price" in json.dumps(spec)
 
 
@@ -375,13 +375,13 @@ def test_a_log_without_weights_or_kv_figures_leaves_the_pool_claim_unmeasured():
 
 
 def test_step_vs_batch_rows_carry_the_fit():
-    from inference_wall import figures05
+    from inference_wall import figures
 
     views = {"syn": p05.rig_view("syn", synthetic_tables({"ref": (4.0, 0.05), "int4": (3.0, 0.1)}), params())}
     rows = p05.decode_rows(views)
     int4 = rows[rows["format"] == "int4"].set_index("batch")
     assert np.isclose(int4.loc[256.0, "fit_ms"], 3.0 + 0.1 * 256, rtol=0.01)
-    assert figures05.step_vs_batch(rows).to_dict()["facet"]["column"]["field"] == "rig"
+    assert figures.p05.step_vs_batch(rows).to_dict()["facet"]["column"]["field"] == "rig"
 
 
 def test_a_flood_shorter_than_its_window_is_flagged():

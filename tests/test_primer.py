@@ -40,9 +40,9 @@ def test_primer_figures_use_the_rig_colours():
 
     decode = pd.DataFrame({"rig": ["h200", "h200", "cpu-tiny"], "batch": [1, 64, 1], "step_ms": [4.0, 6.0, 3.0],
                            "decode_tok_s": [250.0, 10666.0, 333.0]})
-    scale = primer.decode_chart(decode).to_dict()["encoding"]["color"]["scale"]
+    scale = figures.primer.decode_chart(decode).to_dict()["encoding"]["color"]["scale"]
     assert dict(zip(scale["domain"], scale["range"])) == figures.rig_palette(["h200", "cpu-tiny"])
     t = pd.DataFrame({"rig": ["h200"], "prompt_len": [4096], "ttft_ms": [10.0], "ttft_min_ms": [9.0], "ttft_max_ms": [11.0]})
-    enc = primer.prefill_chart(t).to_dict()["spec"]["layer"][0]["encoding"]
+    enc = figures.primer.prefill_chart(t).to_dict()["spec"]["layer"][0]["encoding"]
     assert enc["color"]["scale"]["range"] == [figures.rig_colour("h200")]
     assert "log" in enc["x"]["title"]

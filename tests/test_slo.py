@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from inference_wall import slo
+from inference_wall import figures, slo
 
 
 def requests(ttfts, tpots, ok=None):
@@ -34,7 +34,7 @@ def test_the_table_says_in_words_when_no_rate_is_kept():
 
 
 def test_the_chart_offers_both_targets_as_controls():
-    spec = slo.goodput_chart(goodput([(1, 1.0), (2, 0.9)])).to_dict()
+    spec = figures.p01.goodput_chart(goodput([(1, 1.0), (2, 0.9)])).to_dict()
     params = spec.get("params", []) + [p for layer in spec["layer"] for p in layer.get("params", [])]
     bound = {p["name"]: p for p in params if "bind" in p}
     assert {"ttft_target", "tpot_target"} <= set(bound)

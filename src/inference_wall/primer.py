@@ -2,14 +2,11 @@
 prompts sent alone to an idle server with chunking off, so one step holds the whole prompt and the time to first
 token is that step plus the request's path through the server) and how the decode step grows with the batch (part
 1's decode at fixed batch sizes, where the median gap between tokens is the step). Each rig's own runs; nothing
-here is typed in."""
+here is typed in. The charts are figures.primer's."""
 from __future__ import annotations
 
-import altair as alt
 import pandas as pd
 
-from . import figures
-from .charts import RIG_FACET
 from .parts.p02 import OFF
 
 
@@ -41,24 +38,3 @@ def growth(table: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
         rows.append({"rig": rig, f"{x}_low": a[x], f"{x}_high": b[x], f"{y}_low": a[y], f"{y}_high": b[y],
                      "x_factor": b[x] / a[x], "y_factor": b[y] / a[y]})
     return pd.DataFrame(rows)
-
-
-def prefill_chart(t: pd.DataFrame) -> alt.FacetChart:
-    base = alt.Chart(t).encode(
-        color=figures.rig_color(t["rig"], legend=None),
-        x=alt.X("prompt_len:Q", title="prompt (tokens, log)", scale=alt.Scale(type="log", base=2),
-                axis=alt.Axis(values=sorted(int(v) for v in t["prompt_len"].unique()), format=",d")),
-        tooltip=[alt.Tooltip("rig:N"), alt.Tooltip("prompt_len:Q", title="prompt (tokens)", format=",d"),
-                 alt.Tooltip("ttft_ms:Q", title="TTFT alone (ms)", format=",.1f")])
-    line = base.mark_line(point=True).encode(y=alt.Y("ttft_ms:Q", title="time to first token, alone (ms)"))
-    bar = base.mark_rule().encode(y="ttft_min_ms:Q", y2="ttft_max_ms:Q")
-    return alt.layer(bar, line).facet(column=RIG_FACET).resolve_scale(x="independent", y="independent")
-
-
-def decode_chart(t: pd.DataFrame) -> alt.Chart:
-    return alt.Chart(t).mark_line(point=True).encode(
-        x=alt.X("batch:Q", title="sequences decoding together (batch)"),
-        y=alt.Y("step_ms:Q", title="decode step (median ITL, ms)"),
-        color=figures.rig_color(t["rig"]),
-        tooltip=[alt.Tooltip("rig:N"), alt.Tooltip("batch:Q"), alt.Tooltip("step_ms:Q", title="step (ms)", format=".2f"),
-                 alt.Tooltip("decode_tok_s:Q", title="tokens/s", format=",.0f")])

@@ -4,13 +4,13 @@ rate at which a rig keeps a given share (99% by default) within it.
 
 Per-request times come from the measured passes' `--save-detailed` arrays (`BenchResult.requests`); a
 failed request never meets a target. The published rig has no per-request data, so it has no row here.
-The targets are the reader's choice: the grids below only set what the page's controls offer.
+The targets are the reader's choice: the grids below only set what the page's controls offer. The chart is
+figures.p01.goodput_chart.
 """
 from __future__ import annotations
 
 import math
 
-import altair as alt
 import pandas as pd
 
 TTFT_TARGETS_MS = [100, 200, 500, 1000, 2000, 5000, 10000]
@@ -76,28 +76,3 @@ def highest_rate_table(goodput: pd.DataFrame, targets=DEFAULT_TARGETS, share: fl
                          "highest_rate_kept": f"{rate:.3g} req/s" if rate is not None
                          else f"below the lowest rate measured ({lowest:.3g} req/s)"})
     return pd.DataFrame(rows, columns=["rig", "ttft_target_ms", "tpot_target_ms", "highest_rate_kept"])
-
-
-def goodput_chart(goodput: pd.DataFrame, share: float = SHARE) -> alt.LayerChart:
-    """Share of requests within the chosen targets against offered rate, one line per rig; the targets are two
-    drop-downs (Altair parameters: they work offline), the required share a rule."""
-    from . import figures
-
-    ttft = alt.param(name="ttft_target", value=DEFAULT_TARGETS[1][0],
-                     bind=alt.binding_select(options=sorted(goodput["ttft_target_ms"].unique().tolist()),
-                                             name="TTFT target (ms) "))
-    tpot = alt.param(name="tpot_target", value=DEFAULT_TARGETS[1][1],
-                     bind=alt.binding_select(options=sorted(goodput["tpot_target_ms"].unique().tolist()),
-                                             name="time per output token target (ms) "))
-    data = goodput.assign(share_pct=100 * goodput["share_ok"])
-    rigs = figures.rig_order(data["rig"].unique())
-    lines = alt.Chart(data).mark_line(point=True).encode(
-        x=figures.log_x("offered_rate_rps", "offered rate (req/s)"),
-        y=alt.Y("share_pct:Q", title="requests within both targets (%)", scale=alt.Scale(domain=[0, 100])),
-        color=figures.rig_color(rigs),
-        tooltip=["rig", "offered_rate_rps", "ttft_target_ms", "tpot_target_ms",
-                 alt.Tooltip("share_pct:Q", format=".1f")],
-    ).add_params(ttft, tpot).transform_filter(
-        (alt.datum.ttft_target_ms == ttft) & (alt.datum.tpot_target_ms == tpot))
-    rule = alt.Chart(pd.DataFrame({"y": [100 * share]})).mark_rule(strokeDash=[4, 4]).encode(y="y:Q")
-    return alt.layer(lines, rule).properties(width=520, height=280)

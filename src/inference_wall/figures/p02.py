@@ -4,7 +4,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from . import figures
+from .. import figures
 
 CONFIG_TITLE = "Configuration"
 

@@ -1,6 +1,8 @@
-"""Shared look and plumbing for the book's figures and tables (Altair, offline).
+"""Shared look and plumbing for the book's figures and tables (Altair, offline), and the home of every chart.
 
-Part-specific chart functions live elsewhere and build on these helpers:
+Each page's chart functions live in this package's module named like the page's own module (``figures.p00`` ..
+``figures.p06`` for the parts' ``parts.pNN``, ``figures.primer``, ``figures.glance``), loaded when first named
+(``figures.p03.throughput_vs_cap``), and build on these helpers:
 
 * :func:`use_theme` (called on import): one size, local fonts, tooltips on every mark.
 * :func:`rig_colour` / :func:`rig_color`: a fixed colour per rig name, the same in every figure
@@ -29,8 +31,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .claims import missing
-from .schema import PUBLISHED_RIG
+from ..claims import missing
+from ..schema import PUBLISHED_RIG
 
 THEME_NAME = "inference_wall"
 WIDTH, HEIGHT = 480, 280  # fits the book column with the legend below
@@ -207,6 +209,29 @@ def log_y(field: str, title: str | None = None, domain: Sequence[float] | None =
 
 
 # ------------------------------------------------------------------------------ save and show
+# One panel per rig, the rig's name in bold above it (part 1's figures, the primer's).
+RIG_FACET = alt.Facet("rig:N", title=None, header=alt.Header(labelFontWeight="bold"))
+
+
+def vl_version() -> str:
+    """The Vega-Lite version Altair writes its specs for, as vl-convert names it (what :func:`save` renders
+    with and what :mod:`inference_wall.book_static` bundles)."""
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    return vl_version_for_vl_convert()
+
+
+def template_versions() -> dict[str, str]:
+    """The version strings Altair's default HTML renderer writes into every chart's script."""
+    from altair.vegalite.v6 import display
+
+    return {
+        "vega_version": display.VEGA_VERSION,
+        "vegalite_version": display.VEGALITE_VERSION,
+        "vegaembed_version": display.VEGAEMBED_VERSION,
+    }
+
+
 def book_root(start: Path | None = None) -> Path:
     """The folder holding ``_config.yml``, searched upwards from ``start`` (default: the cwd).
 
@@ -241,12 +266,10 @@ def save(chart: alt.TopLevelMixin, name: str, out_dir: Path | None = None,
     out = Path(out_dir) if out_dir is not None else figures_dir()
     out.mkdir(parents=True, exist_ok=True)
     spec = chart.to_dict()
-    from altair.utils._importers import vl_version_for_vl_convert
-
-    vl_version = vl_version_for_vl_convert()
+    version = vl_version()
     payloads = {
-        "svg": vlc.vegalite_to_svg(spec, vl_version=vl_version).encode("utf-8"),
-        "png": vlc.vegalite_to_png(spec, vl_version=vl_version, scale=scale_factor),
+        "svg": vlc.vegalite_to_svg(spec, vl_version=version).encode("utf-8"),
+        "png": vlc.vegalite_to_png(spec, vl_version=version, scale=scale_factor),
     }
     paths = {}
     for ext, data in payloads.items():
@@ -487,3 +510,16 @@ def glue(name: str, value, display: bool = True) -> None:
     except ImportError:
         return
     _glue(name, value, display=display)
+
+
+# ------------------------------------------------------------------------------ each page's charts
+PAGE_MODULES = ("p00", "p01", "p02", "p03", "p04", "p05", "p06", "primer", "glance")
+
+
+def __getattr__(name: str):
+    """``figures.p03`` and the like: a page's chart module, imported when first named."""
+    if name in PAGE_MODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from . import figures
+from .. import figures
 
 LABELS = alt.Axis(labelLimit=320)  # variant names are long: keep them whole
 # A colour per weight format, the same in every figure of the part.

@@ -1,11 +1,11 @@
-"""Part 4's charts (Altair, on the helpers of figures.py): the pool over time, preemptions, latency and
+"""Part 4's charts (Altair, on the helpers of the figures package): the pool over time, preemptions, latency and
 throughput against the pool's size."""
 from __future__ import annotations
 
 import altair as alt
 import pandas as pd
 
-from . import figures
+from .. import figures
 
 WORKLOAD_ORDER = ["short", "long"]
 WORKLOAD_COLOURS = alt.Scale(domain=WORKLOAD_ORDER, range=["#4c78a8", "#f58518"])

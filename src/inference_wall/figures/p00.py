@@ -4,7 +4,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from . import figures
+from .. import figures
 
 # A colour per server of the chapter, the same in every figure of the page (variants are servers, not rigs)
 VARIANT_COLOURS = {"4b": "#4c78a8", "4b-sync": "#9ecae9", "0.5b": "#f58518", "9b-fp16": "#54a24b", "9b-int4": "#b79a20"}
