@@ -113,7 +113,8 @@ def sweep_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
         row = pass_summary(pt)
         row.update(model=pt.params.get("model", "main"), source="measured",
                    window_s=row["duration_s"], min_window_s=pt.manifest.get("parameters", {}).get("min_window_s", 0),
-                   graph_max_batch=graph_capture_limit(pt), **point_steady_row(pt, share=STEADY_SHARE),
+                   graph_max_batch=graph_capture_limit(pt), poll_s=pt.manifest.get("parameters", {}).get("poll_s", math.nan),
+                   **point_steady_row(pt, share=STEADY_SHARE),
                    **point_phases(pt, share=STEADY_SHARE))
         if row["model"] == "small" and (pt.manifest.get("session") or {}).get("has_startup"):
             row["weights_gib"] = pt.startup().weights_gib  # the small model's weight stream (few, small logs)
@@ -691,7 +692,7 @@ def steady_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def flood_time_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """charts.flood_time's rows: per polled flood (rig, model, cap), the seconds of the engine's working time in
+    """figures.p03.flood_time's rows: per polled flood (rig, model, cap), the seconds of the engine's working time in
     intervals whose steps carried prompt tokens, in pure-decode intervals, and with the step counter still."""
     rows = []
     for r in _polled(table).itertuples():
@@ -720,7 +721,9 @@ def steady_words(table: pd.DataFrame, rig: str) -> list[str]:
     main = t[t["model"] == "main"].set_index("max_num_seqs")
     small = t[t["model"] == "small"].set_index("max_num_seqs")
     if len(main):
-        out.append("Polled every 0.25 s, the floods at " + ", ".join(f"cap {c:,.0f}" for c in main.index) + " generated "
+        polls = sorted({float(x) for x in main["poll_s"] if x == x and x}) if "poll_s" in main else []
+        every = f"every {' or '.join(f'{x:g}' for x in polls)} s" if polls else "during the pass"
+        out.append(f"Polled {every}, the floods at " + ", ".join(f"cap {c:,.0f}" for c in main.index) + " generated "
                    + ", ".join(f"{fmt(r.phase_active_tok_s)}" for r in main.itertuples()) + " tok/s over the time the "
                    "engine had work, against " + ", ".join(f"{fmt(r.output_tok_s)}" for r in main.itertuples())
                    + " over the client's whole pass: the pass's idle ends (the client starting and collecting) move "

@@ -433,7 +433,7 @@ def variant_summary(views: dict[str, dict]) -> pd.DataFrame:
 
 
 def cost_table(views: dict[str, dict]) -> pd.DataFrame:
-    """Each variant's flood ceiling, for the cost per million tokens at a price per GPU-hour (figures05), and
+    """Each variant's flood ceiling, for the cost per million tokens at a price per GPU-hour (figures.p05), and
     where the price listing has the rig's GPU, that cost at its listed low, middle and high (USD)."""
     cols = ["rig", "variant", "format", "ceiling_tok_s", "top_cap", "gpu", "usd_low", "usd_mid", "usd_high"]
     s = variant_summary(views)
