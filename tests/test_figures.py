@@ -121,3 +121,30 @@ def test_every_chart_a_page_names_is_in_its_figures_module():
     assert named
     missing_ = [f"figures.{m}.{f}" for m, f in sorted(named) if not hasattr(getattr(figures, m), f)]
     assert missing_ == []
+
+
+def test_a_chart_whose_spec_is_unchanged_is_not_converted_again(tmp_path, monkeypatch):
+    """save() skips vl-convert when the spec that last wrote both files is the same (its hash under _build), and
+    converts again when the chart, or a file, changes."""
+    import altair as alt
+    import pandas as pd
+    import vl_convert
+
+    from inference_wall import figures
+
+    (tmp_path / "_config.yml").write_text("title: t\n")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\n")
+    monkeypatch.chdir(tmp_path)
+    calls = []
+    for fn in ("vegalite_to_svg", "vegalite_to_png"):
+        real = getattr(vl_convert, fn)
+        monkeypatch.setattr(vl_convert, fn, lambda *a, _r=real, _n=fn, **k: (calls.append(_n), _r(*a, **k))[1])
+    chart = alt.Chart(pd.DataFrame({"x": [1, 2], "y": [3, 4]})).mark_line().encode(x="x:Q", y="y:Q")
+    paths = figures.save(chart, "part9-cache")
+    assert len(calls) == 2 and all(p.exists() for p in paths.values())
+    assert figures.save(chart, "part9-cache") == paths and len(calls) == 2  # unchanged: not converted
+    figures.save(chart.mark_point(), "part9-cache")
+    assert len(calls) == 4  # another spec: converted
+    paths["png"].unlink()
+    figures.save(chart.mark_point(), "part9-cache")
+    assert len(calls) == 6 and paths["png"].exists()  # a file gone: converted again
