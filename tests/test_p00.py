@@ -326,3 +326,15 @@ def test_the_api_server_answer_reads_the_two_server_runs_once_they_exist():
     if 256 in set(both["batch"]):  # the findings box says what the second API server did to the step at 256
         assert "API servers the same engine steps in" in p00.model_finding(view)
         assert "API servers" not in (p00.model_finding(without) or "")
+
+
+def test_the_api_table_shows_the_second_servers_batches_and_names_a_pass_that_never_held():
+    view = p00.rig_view("h200", p00.page_tables(None, ["h200"]))
+    api = view["api"]
+    if not len(api) or not api["step_more_ms"].notna().any():
+        pytest.skip("no two-API-server points committed")
+    t = p00.api_table(api)
+    assert len(t) == api["running_more"].notna().sum()
+    never = api.dropna(subset=["running_more"])["step_one_ms"].isna().sum()
+    assert (t["step, one API server (ms)"] == "never held").sum() == never
+    assert not t.astype(str).apply(lambda c: c.str.contains("nan", case=False)).any().any()

@@ -472,6 +472,18 @@ def api_servers(points: pd.DataFrame, rig: str, variants: dict) -> pd.DataFrame:
                                        "step_more_ms", "running_more"])
 
 
+def api_table(api: pd.DataFrame) -> pd.DataFrame:
+    """api_servers' rows as the page shows them: the batches the server with more API servers ran, each step a number
+    or 'never held' (the pass ran and never held its batch long enough to time), headed for a reader."""
+    rows = api.dropna(subset=["running_more"])
+    out = pd.DataFrame({"Batch": rows["batch"].astype(int).map("{:,}".format)})
+    for col, head in (("step_one_ms", "step, one API server (ms)"), ("step_more_ms", "step, more API servers (ms)")):
+        out[head] = [_n(x) if known_number(x) else "never held" for x in rows[col]]
+    out["most running, one"] = [f"{x:,.0f}" if known_number(x) else "-" for x in rows["running_one"]]
+    out["most running, more"] = [f"{x:,.0f}" for x in rows["running_more"]]
+    return out.reset_index(drop=True)
+
+
 def context_cost(points: pd.DataFrame, rig: str, variant: str, batch: int, data_dir=None) -> dict | None:
     """The step at one batch against the mean context of its sequences (the decode point and the longer prompts):
     its slope per 1,000 tokens of context per sequence, and what reading K and V predicts for it."""
