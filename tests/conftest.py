@@ -7,8 +7,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 
 import pytest
+
+# A test run started in the background by a script (`bash .ci/run &`, nohup) inherits SIGINT ignored, and every
+# process it starts would too (an ignored signal survives exec): the tests that send SIGINT to a sweep or a server
+# then see it ignored (session 11's clean-clone run failed two that way). A Python handler is reset to the default
+# on exec, so installing Python's own here gives every child the normal Ctrl-C.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
