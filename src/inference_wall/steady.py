@@ -228,7 +228,7 @@ def flood_phases(frame: pd.DataFrame, cap: int, share: float = FLOOD_SHARE) -> d
     - `phase_mixed_share`: the share of the active time in intervals whose steps computed prompt tokens (a refill's
       prefill rode in them), `phase_mixed_step_ms` their seconds over their steps and `phase_mixed_prompt_per_step`
       their prompt tokens over their steps; `phase_decode_step_ms` the same period over the intervals without prompt
-      tokens. An interval of the poll (0.25 s in the parts) can hold both kinds of step: the split is by interval,
+      tokens. An interval of the poll (the part's poll_s) can hold both kinds of step: the split is by interval,
       so at short steps the mixed period is a blend of the two;
     - `phase_stalled_s`: active intervals in which the step counter did not move (a step longer than the interval,
       or counters the API server had not yet updated: the poll is answered by the same API server);
@@ -267,13 +267,16 @@ def flood_phases(frame: pd.DataFrame, cap: int, share: float = FLOOD_SHARE) -> d
             "phase_active_tok_s": float(act["generation_tokens_total"].sum()) / total}
 
 
-def point_phases(pt, label: str = "bench", share: float = FLOOD_SHARE) -> dict:
-    """flood_phases of a point's polled pass `label` at its max_num_seqs; NaN each where it was not polled."""
+def point_flood_row(pt, label: str = "bench", share: float = FLOOD_SHARE) -> dict:
+    """STEADY_COLUMNS and PHASE_COLUMNS of a flood point from one read of its poll artefact (point_steady_row and
+    flood_phases at its max_num_seqs); NaN figures where it was not polled."""
     from .poller import artefact_name, poll_table
     from .store import open_artefact
 
     try:
-        path = open_artefact(pt.path, artefact_name(label))
+        frame = poll_table(open_artefact(pt.path, artefact_name(label)))
     except FileNotFoundError:
-        return dict.fromkeys(PHASE_COLUMNS, math.nan)
-    return flood_phases(poll_table(path), int(pt.record.max_num_seqs), share=share)
+        return {**steady_row(None, False), **dict.fromkeys(PHASE_COLUMNS, math.nan)}
+    cap = int(pt.record.max_num_seqs)
+    window = flood_steady(frame, cap, engines=int(pt.params.get("engines") or 1), share=share)
+    return {**steady_row(window, True), **flood_phases(frame, cap, share=share)}

@@ -105,7 +105,7 @@ def sweep_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     carry the largest batch vLLM captured a CUDA graph for (`graph_max_batch`, from /server_info) and, beside the
     whole-pass figures, the flood's steady window (steady.STEADY_COLUMNS, from /metrics polled during the pass: the
     running batch at the cap; NaN where the pass was not polled or holds no such window)."""
-    from ..steady import point_phases, point_steady_row, steady_row
+    from ..steady import point_flood_row, steady_row
 
     ref = load_reference(3, data_dir)["mns_sweep"].assign(model="main", source="published")
     rows = []
@@ -114,8 +114,7 @@ def sweep_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
         row.update(model=pt.params.get("model", "main"), source="measured",
                    window_s=row["duration_s"], min_window_s=pt.manifest.get("parameters", {}).get("min_window_s", 0),
                    graph_max_batch=graph_capture_limit(pt), poll_s=pt.manifest.get("parameters", {}).get("poll_s", math.nan),
-                   **point_steady_row(pt, share=STEADY_SHARE),
-                   **point_phases(pt, share=STEADY_SHARE))
+                   **point_flood_row(pt, share=STEADY_SHARE))
         if row["model"] == "small" and (pt.manifest.get("session") or {}).get("has_startup"):
             row["weights_gib"] = pt.startup().weights_gib  # the small model's weight stream (few, small logs)
         rows.append(row)
