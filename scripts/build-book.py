@@ -18,7 +18,7 @@
    when its notebook was executed again). Nothing changed: nothing executed, nothing re-read.
 
 Nothing here is committed: a fresh clone has no _build/, so every notebook runs. IW_BOOK_JOBS sets how
-many notebooks run at once (default: the number of notebook pages, at most 8); IW_BOOK_JOBS=1 runs them
+many notebooks run at once (default: the number of notebook pages, at most 8 and at most twice the cores); IW_BOOK_JOBS=1 runs them
 one at a time. IW_BOOK_FORCE=1 executes every notebook again.
 """
 from __future__ import annotations
@@ -50,11 +50,16 @@ RUNS_READ = {
 }
 SHARED_DATA = ("data/reference", "data/rigs", "data/models")
 
-# jupyter_client picks a kernel's five TCP ports by binding port 0 and letting go, and only then starts the
-# kernel: notebooks started at once in parallel processes can draw the same free port, and that kernel dies
-# ("Address already in use", then "Kernel died before replying to kernel_info"). Seen once in a fresh-clone
-# CI run; such a notebook (or build) is run once more, any other failure is not.
-PORT_RACE = ("Kernel died before replying to kernel_info", "Address already in use")
+# A kernel that fails to start is not the notebook's fault, and such a notebook (or build) is run once more;
+# any other failure is not. Two ways were seen in fresh-clone CI runs:
+# - jupyter_client picks a kernel's five TCP ports by binding port 0 and letting go, and only then starts the
+#   kernel: notebooks started at once in parallel processes can draw the same free port, and that kernel dies
+#   ("Address already in use", then "Kernel died before replying to kernel_info");
+# - on a loaded 2-core machine a kernel took longer than nbclient's 60 s to answer its first request
+#   ("Kernel didn't respond in 60 seconds"). Kernels now get KERNEL_START_S to start, and no more notebooks
+#   start at once than jobs() allows.
+PORT_RACE = ("Kernel died before replying to kernel_info", "Address already in use", "Kernel didn't respond in")
+KERNEL_START_S = 300
 _FIGURE_REF = re.compile(r"_static/figures/([a-z0-9][a-z0-9._-]*\.(?:png|svg))")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -115,7 +120,15 @@ def jobs(root: Path = ROOT) -> int:
         if not raw.isdigit() or int(raw) < 1:
             sys.exit(f"IW_BOOK_JOBS={raw!r}: give a whole number of processes, 1 or more")
         return int(raw)
-    return max(1, min(8, len(notebook_pages(root)) or 1))
+    return max(1, min(8, 2 * cpus(), len(notebook_pages(root)) or 1))
+
+
+def cpus() -> int:
+    """The cores this process may run on (the affinity mask where the platform has one)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,7 +282,7 @@ def execute_one(root: Path, docname: str, inputs: dict[str, str]) -> dict:
     t0 = time.monotonic()
     try:
         result = single_nb_execution(nb, cwd=str((root / docname).parent), timeout=timeout, allow_errors=False,
-                                     meta_override=True)
+                                     meta_override=True, startup_timeout=KERNEL_START_S)
         error, trace, runtime = result.err, result.exc_string, result.time
     except Exception as e:  # a kernel that died or never started: not a CellExecutionError
         import traceback
@@ -354,7 +367,7 @@ def execute_stale(root: Path = ROOT, n_jobs: int | None = None, force: bool | No
                 text += record.get("stderr", "")
             if record.get("succeeded") or attempt == 2 or not any(k in text for k in PORT_RACE):
                 return record
-            say(f"{doc}: its kernel lost its port to another's at start; executing it once more")
+            say(f"{doc}: its kernel did not start (a port taken by another's, or no answer in time); executing it once more")
         return record
 
     failed = 0
@@ -431,7 +444,7 @@ def use_executed_copies(root: Path) -> None:
 
 
 def main(root: Path = ROOT, cmd: list[str] | None = None) -> int:
-    """Build once in a child process (`cmd`, default this script with --once); once more if it lost a port race."""
+    """Build once in a child process (`cmd`, default this script with --once); once more if a kernel did not start."""
     cmd = cmd or [sys.executable, str(Path(__file__).resolve()), "--once", str(root)]
     for attempt in (1, 2):
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
@@ -442,7 +455,7 @@ def main(root: Path = ROOT, cmd: list[str] | None = None) -> int:
         rc = proc.wait()
         if rc == 0 or not raced or attempt == 2:
             return rc
-        print("build-book: a notebook's kernel lost its port to another's at start; building once more", flush=True)
+        print("build-book: a notebook's kernel did not start (a port taken by another's, or no answer in time); building once more", flush=True)
     return rc
 
 
