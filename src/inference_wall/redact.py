@@ -7,6 +7,7 @@ log line that echoes one (an exception, vLLM's "non-default args") cannot leak i
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -29,12 +30,27 @@ TOKEN_PATTERNS = [
     re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),  # Slack
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
 ]
+# The literal text each pattern cannot match without: a pattern runs only over a text that holds one of its
+# needles (a substring test runs at memory speed; these regular expressions, over the 400 MB of committed
+# traces and logs, took most of a minute).
+_NEEDLES = [("hf_",), ("sk-",), ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), ("AKIA", "ASIA"),
+            ("xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-"), ("PRIVATE KEY-----",)]
 _ASSIGNMENT = re.compile(r"\b([A-Z][A-Z0-9_]*)=([^\s'\",]+)")  # NAME=value, as environments print
+# A secret-named NAME holds one of these (a whole part, or a part's ending), so a text without any holds
+# no secret-named assignment.
+_NAME_NEEDLES = tuple(sorted(_SECRET_PARTS | set(_SECRET_SUFFIXES)))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _secret_name(name: str) -> bool:
+    parts = [p for p in re.split(r"[^A-Za-z0-9]+", name.upper()) if p]
+    return any(p in _SECRET_PARTS or p.endswith(_SECRET_SUFFIXES) for p in parts)
 
 
 def is_secret_name(name: str) -> bool:
-    parts = [p for p in re.split(r"[^A-Za-z0-9]+", str(name).upper()) if p]
-    return any(p in _SECRET_PARTS or p.endswith(_SECRET_SUFFIXES) for p in parts)
+    """Whether a variable, flag or record key is named like a secret (remembered per name: a trace asks
+    about the same few keys millions of times)."""
+    return _secret_name(str(name))
 
 
 def redact_env(env: Mapping[str, object] | None) -> dict:
@@ -128,23 +144,26 @@ def scrub_files(folder: Path, values: Iterable[str], skip: Iterable[str] = ()) -
 def find_secrets(text: str, values: Iterable[str] = ()) -> list[str]:
     """What in `text` looks like a secret: a known token format, a secret-named `NAME=value` assignment, or one
     of `values`. Returns short descriptions (never the whole secret)."""
-    found = [f"{p.pattern[:20]}... at {m.start()}" for p in TOKEN_PATTERNS for m in p.finditer(text)]
-    found += [f"{m[1]}=... at {m.start()}" for m in _ASSIGNMENT.finditer(text)
-              if is_secret_name(m[1]) and m[2] != REDACTED]
+    found = [f"{p.pattern[:20]}... at {m.start()}" for p, needles in zip(TOKEN_PATTERNS, _NEEDLES)
+             if any(n in text for n in needles) for m in p.finditer(text)]
+    if "=" in text and any(n in text for n in _NAME_NEEDLES):
+        found += [f"{m[1]}=... at {m.start()}" for m in _ASSIGNMENT.finditer(text)
+                  if is_secret_name(m[1]) and m[2] != REDACTED]
     found += [f"a secret value at {text.find(v)}" for v in values if v and v in text]
     return found
 
 
 def find_secrets_in_record(obj, path: str = "") -> list[str]:
-    """Secret-named keys of a JSON-like record whose values are non-empty strings other than REDACTED."""
+    """Secret-named keys of a JSON-like record whose values are non-empty strings other than REDACTED
+    (walked without recursion: a profiler trace has millions of leaves, and only containers are visited)."""
     found: list[str] = []
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            if is_secret_name(k) and isinstance(v, str) and v and v != REDACTED:
-                found.append(f"{path}/{k}")
-            else:
-                found += find_secrets_in_record(v, f"{path}/{k}")
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            found += find_secrets_in_record(v, f"{path}/{i}")
-    return found
+    todo = [(obj, path)]
+    while todo:
+        node, where = todo.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for k, v in items:
+            if isinstance(v, (dict, list)):
+                todo.append((v, f"{where}/{k}"))
+            elif isinstance(node, dict) and isinstance(v, str) and v and v != REDACTED and is_secret_name(k):
+                found.append(f"{where}/{k}")
+    return sorted(found)
