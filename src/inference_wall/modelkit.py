@@ -16,6 +16,7 @@ vocabulary, which neither decodes to whitespace-separated words nor round-trips.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -206,6 +207,20 @@ def prepare_model(
     old = _read_stamp(stamp_path)
     if old.get("preset") == preset and old.get("inputs_sha256") == digest:
         return spec
+    # Two runs on one machine (two test workers, two `make reproduce`) may prepare the same folder at once:
+    # one writes it while the other waits, then finds it ready, instead of deleting files the first one's
+    # server is reading.
+    dest.mkdir(parents=True, exist_ok=True)
+    with open(dest.parent / f".{dest.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _write_model(preset, src, dest, digest, spec)
+
+
+def _write_model(preset: str, src: Path, dest: Path, digest: str, spec: ModelSpec) -> ModelSpec:
+    tok_dir, stamp_path = dest / TOKENIZER_SUBDIR, dest / STAMP
+    old = _read_stamp(stamp_path)
+    if old.get("preset") == preset and old.get("inputs_sha256") == digest:
+        return spec  # written by another run while this one waited
 
     tok_dir.mkdir(parents=True, exist_ok=True)
     stamp_path.unlink(missing_ok=True)  # the folder is incomplete until the stamp is back
