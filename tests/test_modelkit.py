@@ -137,3 +137,26 @@ def test_presets_come_from_the_data_dir_given(tmp_path):
     spec = modelkit.prepare_model("mini", tmp_path / "m", data_dir=tmp_path)
     tok = load(spec)
     assert tok.encode(tok.decode([9, 0, 3])).ids == [9, 0, 3]
+
+
+
+def test_a_run_preparing_a_folder_another_is_writing_waits_for_it(tmp_path):
+    """Two runs on one machine (two test workers, two `make reproduce`) may prepare the same folder at once: the
+    second waits on the folder's lock while the first holds it (instead of deleting the files the first one's
+    server is reading), then finds it complete."""
+    import fcntl
+    import subprocess
+    import sys
+
+    dest = tmp_path / "m"
+    dest.mkdir()
+    with open(tmp_path / ".m.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another run is writing the folder
+        child = subprocess.Popen([sys.executable, "-c", f"from inference_wall import modelkit; "
+                                  f"modelkit.prepare_model('tiny-dense', {str(dest)!r})"])
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.wait(3)
+        assert not (dest / modelkit.STAMP).exists()
+    assert child.wait(120) == 0
+    stamp = json.loads((dest / modelkit.STAMP).read_text())
+    assert stamp["files"] and all((dest / name).is_file() for name in stamp["files"])

@@ -59,6 +59,17 @@ def test_scanner_finds_token_formats_and_secret_assignments():
     assert not find_secrets_in_record({"api_key": None, "HF_TOKEN": REDACTED})
 
 
+@pytest.mark.parametrize("secret", [
+    "hf_" + "a1" * 17, "sk-proj-" + "b" * 24, "ghp_" + "c" * 36, "github_pat_" + "d_" * 16, "AKIA" + "E" * 16,
+    "xoxb-" + "1234-" * 3, "-----BEGIN RSA PRIVATE KEY-----", "MY_SERVICE_PASSWORD=hunter22", "OPENAIAPIKEY=abcdef"])
+def test_every_token_format_is_found_in_long_text(secret):
+    """The scanner runs a pattern only over text holding its literal prefix: one sample of each kind, inside text
+    that holds no other, is still found (a needle that did not match its pattern would hide it)."""
+    text = "x " * 5000 + f"value {secret} end" + " y" * 5000
+    assert find_secrets(text), secret
+    assert find_secrets_in_record({"deep": [{"n": 1}, {"Auth_Token": secret}]}) == ["/deep/1/Auth_Token"]
+
+
 def _committed_files(folder: str) -> list[Path]:
     try:
         out = subprocess.run(["git", "ls-files", folder], cwd=ROOT, capture_output=True, text=True, check=True).stdout
