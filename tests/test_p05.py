@@ -13,7 +13,7 @@ import pytest
 from conftest import sweep_cli
 from inference_wall.claims import DIFFERS, HOLDS, evaluate
 from inference_wall.errors import UserError
-from inference_wall.parts import p05
+from inference_wall.parts import p05, variants
 from inference_wall.rig import RigProfile
 from inference_wall.weightbytes import block_linears, decode_bytes, preset_decode_bytes
 
@@ -125,9 +125,9 @@ def test_kernel_lines_are_read_from_the_log():
     log = ("(Worker pid=1) INFO [auto_gptq.py:352] Using MacheteLinearKernel for AutoGPTQLinearMethod\n"
            "(Worker pid=1) INFO [auto_gptq.py:352] Using MacheteLinearKernel for AutoGPTQLinearMethod\n"
            "INFO [__init__.py:797] Selected CutlassFP8ScaledMMLinearKernel for Fp8OnlineLinearMethod\n")
-    assert p05.kernels_in_log(log) == ["MacheteLinearKernel for AutoGPTQLinearMethod",
+    assert variants.kernels_in_log(log) == ["MacheteLinearKernel for AutoGPTQLinearMethod",
                                        "CutlassFP8ScaledMMLinearKernel for Fp8OnlineLinearMethod"]
-    assert p05.kernels_in_log("INFO nothing here") == []
+    assert variants.kernels_in_log("INFO nothing here") == []
 
 
 # ---------------------------------------------------------------------------------------------- claims
@@ -219,7 +219,7 @@ def test_a_rig_without_part_5_data_is_not_measured_and_figures_build():
     assert np.isclose(summary.set_index("format").loc["int4", "fixed_ms"], 3.0 + 0.1, rtol=0.01)  # the batch-1 step
     costs = pd.DataFrame([{"rig": "syn", "variant": "x", "format": "int4", "ceiling_tok_s": 1000.0, "top_cap": 8,
                            "gpu": None, "usd_low": math.nan, "usd_mid": math.nan, "usd_high": math.nan}])
-    spec = figures.p05.cost_per_million(costs, 4.0).to_dict()
+    spec = figures.variants.cost_per_million(costs, 4.0, figures.p05.format_color()).to_dict()
     assert "price" in json.dumps(spec)
 
 
@@ -248,8 +248,8 @@ def test_the_cost_per_million_uses_the_listed_price_of_the_rigs_gpu():
     assert h100["usd_low"] < h100["usd_mid"] < h100["usd_high"]
     assert cost.loc[("on-h100", "fp16"), "usd_mid"] == pytest.approx(2 * h100["usd_mid"])  # half the tokens an hour
     assert math.isnan(cost.loc[("on-l4", "int4"), "usd_mid"])
-    assert p05.default_price(views, prices) == {**listed, "rig": "on-h100"}
-    assert p05.default_price({"on-l4": views["on-l4"]}, prices) == {**price_for_gpu(prices, "H200"), "rig": None}
+    assert variants.default_price(views, prices) == {**listed, "rig": "on-h100"}
+    assert variants.default_price({"on-l4": views["on-l4"]}, prices) == {**price_for_gpu(prices, "H200"), "rig": None}
 
 
 # ---------------------------------------------------------------------------------------------- real vLLM
@@ -289,7 +289,7 @@ def test_a_reduced_plan_serves_the_4bit_preset_on_the_cpu_build(linked_data):
     assert names == ["int4-decode-b001", "int4-decode-b002", "int4-mns-002", "int4-single"]
     m = store.read_manifest(rig_dir / "int4-single")
     assert m["status"] == "complete" and m["model"]["preset"] == "tiny-dense-gptq-int4"
-    starts = p05.startup_table(data, ["cpu-tiny"])
+    starts = variants.startup_table(data, ["cpu-tiny"], part=p05.NAME)
     assert list(starts["kernels"]) == ["CPUWNA16LinearKernel for AutoGPTQLinearMethod"]
     view = p05.rig_view("cpu-tiny", p05.page_tables(data, ["cpu-tiny"]), params(max_num_seqs=2), data)
     v = view["variants"]["int4"]
@@ -378,17 +378,17 @@ def test_step_vs_batch_rows_carry_the_fit():
     from inference_wall import figures
 
     views = {"syn": p05.rig_view("syn", synthetic_tables({"ref": (4.0, 0.05), "int4": (3.0, 0.1)}), params())}
-    rows = p05.decode_rows(views)
+    rows = variants.decode_rows(views)
     int4 = rows[rows["format"] == "int4"].set_index("batch")
     assert np.isclose(int4.loc[256.0, "fit_ms"], 3.0 + 0.1 * 256, rtol=0.01)
-    assert figures.p05.step_vs_batch(rows).to_dict()["facet"]["column"]["field"] == "rig"
+    assert figures.variants.step_vs_batch(rows).to_dict()["facet"]["column"]["field"] == "rig"
 
 
 def test_a_flood_shorter_than_its_window_is_flagged():
     pts = pd.DataFrame([{"rig": "r", "point": "fp16-mns-256", "kind": "flood", "duration_s": 4.0, "min_window_s": 10.0},
                         {"rig": "r", "point": "int4-mns-256", "kind": "flood", "duration_s": 12.0, "min_window_s": 10.0},
                         {"rig": "r", "point": "int4-single", "kind": "single", "duration_s": 1.0, "min_window_s": 10.0}])
-    assert list(p05.short_windows(pts)["point"]) == ["fp16-mns-256"]
+    assert list(variants.short_windows(pts)["point"]) == ["fp16-mns-256"]
 
 
 def test_a_step_that_bends_up_past_the_fit_is_named_with_its_ratio():
@@ -444,7 +444,7 @@ def test_fp16_bending_as_much_as_int4_is_not_called_4bit_turning_compute_bound()
 def test_each_formats_clock_comes_from_its_own_passes_gpu_samples():
     from inference_wall import gpuclocks, store
 
-    pts = p05.point_table(None, ["h200"])
+    pts = variants.point_table(None, ["h200"], part=p05.NAME)
     if not len(pts):
         pytest.skip("no committed part-5 run for h200")
     by = pts.set_index("point")
@@ -457,10 +457,10 @@ def test_each_formats_clock_comes_from_its_own_passes_gpu_samples():
     text = p05.clocks_text(view)
     for fmt in ("fp16", "int4"):
         mhz = by.loc[f"{fmt}-mns-256", "sm_mhz_median"]
-        assert f"{fmt} {p05.sig(mhz, exact_whole=False)} MHz" in text
+        assert f"{fmt} {variants.sig(mhz, exact_whole=False)} MHz" in text
     # the reference's KV cache is read from its own server's log (was "not measured")
     ref = p05.variant_summary({"h200": view}).set_index("format").query("reference")
-    starts = p05.startup_table(None, ["h200"]).set_index("point")
+    starts = variants.startup_table(None, ["h200"], part=p05.NAME).set_index("point")
     assert ref["kv_cache_gib"].iloc[0] == starts.loc["ref-single", "kv_cache_gib"]
 
 
@@ -513,7 +513,7 @@ def test_the_findings_box_has_3_to_5_bullets_with_numbers_of_3_significant_digit
     if views:
         assert 3 <= len(bullets) <= 5
         assert any("not shown to turn compute-bound" in b for b in bullets)
-    text = p05.findings_markdown(bullets)
+    text = "\n".join(bullets)
     for number in re.findall(r"\d[\d,]*\.\d+", text):
         assert len(number.replace(",", "").replace(".", "").lstrip("0")) <= 3, number
     assert not re.search(r"\b(nan|NaN|None|True|False)\b", text)

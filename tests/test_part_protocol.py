@@ -72,3 +72,35 @@ def test_gpus_needed_of_part_6_and_of_one_part_without():
 def test_the_runner_probes_no_part(path):
     text = (ROOT / path).read_text()
     assert "hasattr(mod" not in text and "inspect.signature" not in text
+
+
+# The parts each part's module may import: the series' data dependencies (a part that compares with an earlier part's
+# measurements of the same rig), never a part imported for its helpers. What two parts share lives in a module of its
+# own (parts/variants.py for parts 5 and 6).
+DATA_DEPENDENCIES = {0: {3}, 1: set(), 2: {1}, 3: {1}, 4: {1}, 5: {1, 3}, 6: set()}
+
+
+def _part_imports(path: Path) -> set[int]:
+    import ast
+    import re
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            names = [mod.split(".")[-1]] if re.fullmatch(r"(?:\.?|.*\.)p0\d", mod) else []
+            if node.level and not mod or mod.endswith("parts"):
+                names += [a.name for a in node.names]
+            found |= {int(n[1:]) for n in names if re.fullmatch(r"p0\d", n)}
+    return found
+
+
+@pytest.mark.parametrize("n", NUMBERS)
+def test_a_part_imports_only_the_parts_whose_data_it_builds_on(n):
+    path = Path(parts.module(n).__file__)
+    assert _part_imports(path) - {n} == DATA_DEPENDENCIES[n]
+
+
+def test_the_variant_wing_imports_no_part():
+    assert not _part_imports(ROOT / "src" / "inference_wall" / "parts" / "variants.py")
+    assert _part_imports(ROOT / "src" / "inference_wall" / "parts" / "p05.py") == {1, 3}

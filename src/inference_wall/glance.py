@@ -298,7 +298,7 @@ def point_facts(part: int, data_dir=None, rigs: list[str] | None = None) -> pd.D
     """Per measured point of a part: the GPUs its server took (server_gpus of the command in its manifest), the
     GPU's name and the measured pass's mean power (where nvidia-smi sampled it)."""
     from .gpuclocks import point_samples
-    from .parts.p05 import gpu_name
+    from .parts.variants import gpu_name
     from .store import load_points
 
     rows = []
@@ -323,7 +323,7 @@ def chart_rows(points: pd.DataFrame, prices: pd.DataFrame | None = None) -> pd.D
       tokens one GPU emits in an hour; missing where the listing has no such GPU;
     - energy_j_per_token: the GPUs' mean power over the server's output tok/s, where sampled.
     Points without a positive throughput, ITL or GPU count are left out (a log axis cannot draw them)."""
-    from .parts.p05 import usd_per_million
+    from .parts.variants import usd_per_million
     from .reference import price_for_gpu
 
     if not len(points):
@@ -368,10 +368,10 @@ def part3_points(data_dir=None) -> pd.DataFrame:
 def part5_points(data_dir=None) -> pd.DataFrame:
     """Part 5's floods and decode batches, per format."""
     from . import parts
-    from .parts import p05
+    from .parts import p05, variants
 
     shown = [r for r in parts.page_rigs(5, data_dir) if r != PUBLISHED_RIG]
-    t = p05.point_table(data_dir, shown)
+    t = variants.point_table(data_dir, shown, part=p05.NAME)
     t = t[t["kind"].isin(["flood", "decode"])] if len(t) else t
     return _layout_points(t, point_facts(5, data_dir, shown), 5, "format")
 
@@ -379,10 +379,10 @@ def part5_points(data_dir=None) -> pd.DataFrame:
 def part6_points(data_dir=None) -> pd.DataFrame:
     """Part 6's floods and decode batches, per layout (one GPU, tensor parallel, two replicas)."""
     from . import parts
-    from .parts import p05, p06
+    from .parts import p06, variants
 
     shown = [r for r in parts.page_rigs(6, data_dir) if r != PUBLISHED_RIG]
-    t = p05.point_table(data_dir, shown, part=p06.NAME, key="config")
+    t = variants.point_table(data_dir, shown, part=p06.NAME, key="config")
     t = t[t["kind"].isin(["flood", "decode"])] if len(t) else t
     return _layout_points(t, point_facts(6, data_dir, shown), 6, "config")
 

@@ -1,7 +1,8 @@
 """Shared look and plumbing for the book's figures and tables (Altair, offline), and the home of every chart.
 
 Each page's chart functions live in this package's module named like the page's own module (``figures.p00`` ..
-``figures.p06`` for the parts' ``parts.pNN``, ``figures.primer``, ``figures.glance``), loaded when first named
+``figures.p06`` for the parts' ``parts.pNN``, ``figures.variants`` for ``parts.variants``, ``figures.primer``,
+``figures.glance``), loaded when first named
 (``figures.p03.throughput_vs_cap``), and build on these helpers:
 
 * :func:`use_theme` (called on import): one size, local fonts, tooltips on every mark.
@@ -544,7 +545,7 @@ def glue(name: str, value, display: bool = True) -> None:
 
 
 # ------------------------------------------------------------------------------ each page's charts
-PAGE_MODULES = ("p00", "p01", "p02", "p03", "p04", "p05", "p06", "primer", "glance")
+PAGE_MODULES = ("p00", "p01", "p02", "p03", "p04", "p05", "p06", "variants", "primer", "glance")
 
 
 def __getattr__(name: str):

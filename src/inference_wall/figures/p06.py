@@ -1,10 +1,10 @@
-"""Part 6's own figure (Altair, the book's theme); its other figures are part 5's (figures.p05) on part 6's frames."""
+"""Part 6's own figure (Altair, the book's theme); its others are the variant parts' (figures.variants)."""
 from __future__ import annotations
 
 import altair as alt
 import pandas as pd
 
-from . import p05
+from .variants import key_color
 
 
 def bytes_per_gpu(predicted: pd.DataFrame) -> alt.Chart:
@@ -13,7 +13,7 @@ def bytes_per_gpu(predicted: pd.DataFrame) -> alt.Chart:
     return alt.Chart(predicted.assign(format=predicted["config"])).mark_bar().encode(
         y=alt.Y("label:N", title=None, sort=list(predicted["label"]), axis=alt.Axis(labelLimit=320)),
         x=alt.X("gb_per_gpu:Q", title="bytes each GPU reads per decode step (GB)"),
-        color=p05.key_color(list(predicted["config"]), "Configuration"),
+        color=key_color(list(predicted["config"]), "Configuration"),
         tooltip=[alt.Tooltip("label:N", title="configuration"), alt.Tooltip("gpus:Q", title="GPUs"),
                  alt.Tooltip("engines:Q", title="engines"),
                  alt.Tooltip("gb_per_gpu:Q", format=".2f", title="GB per GPU per step")],

@@ -985,9 +985,4 @@ def for_reader(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def findings_markdown(bullets: list[str]) -> str:
-    """The findings box's body: one Markdown bullet per finding."""
-    return "\n".join(f"- {b}" for b in bullets) if bullets else "- No rig has measured this part yet."
-
-
 PART = Part(NAME, DEFAULTS, plan)

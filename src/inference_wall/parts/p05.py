@@ -9,19 +9,20 @@ server of their own. The KV pool each format leaves comes from the variant's sta
 from __future__ import annotations
 
 import math
-import re
 
 import pandas as pd
 
-from .. import analysis
 from ..analysis import Interval, combine
-from ..bench import PassSpec
 from ..claims import Claim, Judgement, Missing, known_number, missing, need
 from ..errors import UserError
 from ..store import load_points, pass_summary
-from ..sweep import PassPlan, PointPlan
+from ..sweep import PointPlan
 from ..weightbytes import FORMATS, preset_decode_bytes, preset_group_size
 from .protocol import Part, without_data_dir
+from .variants import (BAND, STEP_NAMES, apply_start, flood_point, interval_words, measure_variant,
+                       num, pct, point_name, point_table, positive_prediction, rig_bandwidth, rig_price, sig,
+                       startup_table, stream_points, usd_per_million)
+from . import variants
 
 NAME = "05-four-bits"
 NOTEBOOK = "notebooks/05-four-bits.md"
@@ -52,8 +53,6 @@ DEFAULTS = {
 FORMAT_SERVE_ARGS = {"fp16": [], "int4": [], "fp8": ["--quantization", "fp8"]}
 FORMAT_LABELS = {"fp16": "16-bit", "fp8": "fp8 (online, W8A8)", "int4": "4-bit GPTQ"}  # int4: + its group (rig_view)
 REFERENCE = "ref"  # the rig's own model in 16 bits: this part's reference server, else parts 1/3
-# Agreement: measured / predicted within 20% either way (the fit's and the bandwidth's ranges come on top).
-BAND = (1 / 1.2, 1.2)
 
 
 def variant_preset(model: str, fmt: str) -> str:
@@ -62,12 +61,8 @@ def variant_preset(model: str, fmt: str) -> str:
     return f"{model}-gptq-int4" if fmt == "int4" else model
 
 
-def point_name(fmt: str, what: str) -> str:
-    return f"{fmt}-{what}"
 
 
-def prompts_for_cap(cap: int, p: dict) -> int:
-    return int(max(p["min_prompts"], min(p["max_prompts"], p["waves"] * cap)))
 
 
 def run_formats(p: dict) -> list[str]:
@@ -86,37 +81,8 @@ def served_presets(p: dict, profile) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def flood_point(key: str, cap: int, session: str, p: dict, preset: str, args: list[str], engines: int = 1,
-                params: dict | None = None) -> PointPlan:
-    """A flood at `cap` running sequences per engine (`engines` of them share the client's requests), on the
-    server of `session`; its prompts keep p["seed"], the same for every cap, variant and rig; /metrics polled every
-    p["poll_s"] seconds during it (its steady window)."""
-    return PointPlan(name=point_name(key, f"mns-{cap:03d}"), session=session, max_num_seqs=cap,
-                     passes=[PassPlan("bench", "measured", PassSpec(num_prompts=prompts_for_cap(cap * engines, p),
-                                                                     seed=p["seed"]))],
-                     params={"kind": "flood", "max_num_seqs": cap, **(params or {})}, preset=preset,
-                     serve_args=list(args), min_window_s=p["min_window_s"], max_prompts=p["max_prompts"],
-                     poll_metrics_s=float(p["poll_s"]))
 
 
-def stream_points(key: str, p: dict, preset: str, args: list[str], params: dict | None = None,
-                  most: int | None = None) -> list[PointPlan]:
-    """A main server's single stream and decode at fixed concurrency (up to `most`, else max_num_seqs), a fresh
-    seed per pass (prefix cache); every point carries `params`."""
-    mns = int(p["max_num_seqs"])
-    seed = iter(range(1, 10_000))
-
-    def point(name, spec, extra):
-        return PointPlan(name=point_name(key, name), session=f"{key}-main", max_num_seqs=mns,
-                         passes=[PassPlan("bench", "measured", spec)], params={**(params or {}), **extra},
-                         preset=preset, serve_args=list(args))
-
-    out = [point("single", PassSpec(num_prompts=p["single_prompts"], max_concurrency=1, seed=next(seed)),
-                 {"kind": "single"})]
-    out += [point(f"decode-b{b:03d}", PassSpec(num_prompts=max(2 * b, p["decode_waves"] * b), max_concurrency=b,
-                                              seed=next(seed)), {"kind": "decode", "batch": b})
-            for b in p["decode_batches"] if b <= (most or mns)]
-    return out
 
 
 def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
@@ -146,88 +112,16 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
 # ---------------------------------------------------------------------------------------------
 # Replay: tables, per-rig views and claims
 # ---------------------------------------------------------------------------------------------
-KERNEL_LINE = re.compile(r"(?:Using|Selected) (\w+Kernel) for (\w+Method)\b")
 
 
-def kernels_in_log(text: str) -> list[str]:
-    """The linear kernels vLLM says it chose ('Using MacheteLinearKernel for AutoGPTQLinearMethod', 'Selected
-    CutlassFP8ScaledMMLinearKernel for Fp8OnlineLinearMethod'), in order, each once."""
-    out: list[str] = []
-    for kernel, method in KERNEL_LINE.findall(text):
-        item = f"{kernel} for {method}"
-        if item not in out:
-            out.append(item)
-    return out
 
 
-def point_table(data_dir=None, rigs: list[str] | None = None, part: str = NAME, key: str = "format") -> pd.DataFrame:
-    """One row per measured pass of part 5 (or of `part`, whose variants its points' params[`key`] name): the
-    variant (format, preset), the kind of point, its numbers; a flood's row also its steady window beside its
-    whole-pass figures (steady.STEADY_COLUMNS, from /metrics polled during the pass: the running batch at the cap of
-    all its engines), NaN on the other kinds and where a flood was not polled or holds no such window."""
-    from ..gpuclocks import point_summary
-    from ..steady import STEADY_COLUMNS, point_steady_row, steady_row
-
-    rows = []
-    for pt in load_points(part, data_dir, rigs):
-        row = pass_summary(pt)
-        clocks = point_summary(pt) or {}
-        row.update(sm_mhz_median=clocks.get("sm_mhz_median", math.nan),
-                   sw_power_cap_share=clocks.get("sw_power_cap_share", math.nan))
-        row.update({key: pt.params.get(key)})
-        row.update(kind=pt.params.get("kind"), model=pt.params.get("model"),
-                   preset=(pt.manifest.get("model") or {}).get("preset"), batch=pt.params.get("batch"),
-                   min_window_s=(pt.manifest.get("parameters") or {}).get("min_window_s", 0.0),
-                   bandwidth_gb_s=(pt.manifest.get("rig_info") or {}).get("hbm_bandwidth_gb_s"),
-                   gpu_name=gpu_name(pt.manifest))
-        row.update(point_steady_row(pt) if row["kind"] == "flood" else steady_row(None, False))
-        rows.append(row)
-    cols = ["rig", "point", "kind", key, "model", "preset", "batch", "max_num_seqs", "num_prompts", "completed",
-            "duration_s", "completed_rps", "output_tok_s", "ttft_p50_ms", "tpot_p50_ms", "itl_p50_ms", "itl_p99_ms",
-            "running_max", "min_window_s", "bandwidth_gb_s", "gpu_name", "sm_mhz_median", "sw_power_cap_share",
-            *STEADY_COLUMNS]
-    return pd.DataFrame(rows, columns=cols if not rows else None)
 
 
-def gpu_name(manifest: dict) -> str | None:
-    """The GPU a point ran on, as nvidia-smi (else torch) named it; None on a machine without one."""
-    info = manifest.get("rig_info") or {}
-    return (info.get("gpu") or {}).get("name") or info.get("gpu_name_torch") or None
 
 
-def short_windows(points: pd.DataFrame) -> pd.DataFrame:
-    """Floods whose measured pass lasted less than the part's min_window_s: too short to call steady."""
-    if not len(points):
-        return points
-    f = points[points["kind"] == "flood"]
-    return f[f["duration_s"] < f["min_window_s"].fillna(0)]
 
 
-def startup_table(data_dir=None, rigs: list[str] | None = None, part: str = NAME, key: str = "format") -> pd.DataFrame:
-    """One row per server start of part 5 (or of `part`, variants named by params[`key`]): weights the log
-    reports, the linear kernels it chose, the KV pool and the admission limit it leaves for the part's requests."""
-    from ..kvcache import pool_of_point
-
-    rows = []
-    for pt in load_points(part, data_dir, rigs):
-        rep = pt.startup()
-        if rep is None:
-            continue
-        pool = pool_of_point(pt, data_dir)
-        w = pt.manifest.get("workload") or {}
-        tokens = int(w.get("input_len", 0)) + int(w.get("output_len", 0))
-        rows.append({"rig": pt.rig, key: pt.params.get(key), "point": pt.name,
-                     "preset": (pt.manifest.get("model") or {}).get("preset"),
-                     "max_num_seqs": pt.manifest.get("max_num_seqs"), "weights_gib": rep.weights_gib,
-                     "kv_cache_gib": rep.kv_cache_gib, "kv_cache_tokens": rep.kv_cache_tokens,
-                     "kv_pool_pages": pool.num_blocks if pool else math.nan,
-                     "admission_limit": pool.admission_limit(tokens) if pool and tokens else math.nan,
-                     "request_tokens": tokens,
-                     "kernels": "; ".join(kernels_in_log(pt.server_log())) or "none logged",
-                     "start_to_healthy_s": (pt.manifest.get("session") or {}).get("start_to_healthy_s")})
-    cols = ["rig", key, "point", "preset", "max_num_seqs", "weights_gib", "kv_cache_gib", "kv_cache_tokens",
-            "kv_pool_pages", "admission_limit", "request_tokens", "kernels", "start_to_healthy_s"]
-    return pd.DataFrame(rows, columns=cols)
 
 
 def reference_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
@@ -266,78 +160,14 @@ def reference_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
 def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
     from ..reference import gpu_prices
 
-    return {"points": point_table(data_dir, rigs), "starts": startup_table(data_dir, rigs),
+    return {"points": point_table(data_dir, rigs, part=NAME), "starts": startup_table(data_dir, rigs, part=NAME),
             "reference": reference_tables(data_dir, rigs), "prices": gpu_prices(data_dir)}
 
 
-def measure_variant(points: pd.DataFrame, preset: str | None, fmt: str, bandwidth: Interval | None, data_dir,
-                    top_cap: int | None = None, fit_max_batch: int | None = None, step: str = "itl_p50_ms",
-                    other_step: bool = True) -> dict:
-    """A variant's measurements: its fixed cost is the step at batch 1 (the single stream's and the batch-1 decode
-    point's median ITL, over both: a fixed cost plus one sequence's), its per-sequence cost the slope of the step
-    fit over the decode batches up to fit_max_batch (a line through a curve that bends at large batches would
-    leave both coefficients too uncertain to judge). `step`: the column a step is read from (the median ITL, or
-    part 6's median TPOT, which tokens streamed in bunches cannot shorten)."""
-    v: dict = {"format": fmt, "preset": preset}
-    if preset:
-        try:
-            v["bytes"] = preset_decode_bytes(preset, fmt, data_dir)
-            v["decode_gb"] = v["bytes"].gb
-        except UserError:
-            pass
-    single = points[points["kind"] == "single"]
-    if len(single):
-        v["single_itl_ms"] = Interval.spread(single["itl_p50_ms"])
-    dec = points[points["kind"] == "decode"].sort_values("batch")
-    if len(dec):
-        dec = dec.assign(step_ms=dec[step], decode_tok_s=dec["batch"] * 1000.0 / dec[step])
-        v["decode"] = dec
-    one = [*single[step], *(dec[dec["batch"] == 1]["step_ms"] if len(dec) else [])]
-    if one:
-        v["fixed"] = Interval.spread(one)
-    bound = dec[dec["batch"] <= fit_max_batch] if fit_max_batch and len(dec) else dec
-    if len(bound) >= 2:
-        fit = analysis.linear_fit(bound["batch"], bound["step_ms"])
-        v.update(fit=fit, fit_max_batch=int(bound["batch"].max()))
-        if fit.dof > 0:  # two batches give a line but no range: its slope stays out of the claims
-            v["slope"] = fit.interval(lambda a, b: b + 0 * a)
-        beyond = dec[dec["batch"] > v["fit_max_batch"]]
-        if len(beyond):  # the largest batch against the line through the smaller ones: > 1 where the step bends up
-            last = beyond.iloc[-1]
-            line = float(fit.predict([last["batch"]])[0])
-            if line > 0:
-                v.update(bend_batch=int(last["batch"]), bend_step_ms=float(last["step_ms"]),
-                         bend_ratio=float(last["step_ms"]) / line, bend_sm_mhz=last.get("sm_mhz_median", math.nan),
-                         bend_power_cap=last.get("sw_power_cap_share", math.nan))
-    floods = points[points["kind"] == "flood"].sort_values("max_num_seqs")
-    if len(floods):
-        v["sweep"] = floods
-        within = floods[floods["max_num_seqs"] <= top_cap] if top_cap else floods
-        top = (within if len(within) else floods).iloc[-1]  # the ceiling at the part's cap where measured
-        v.update(ceiling_tok_s=Interval.exact(top["output_tok_s"]), top_cap=int(top["max_num_seqs"]),
-                 ceiling_running=top["running_max"], ceiling_sm_mhz=top.get("sm_mhz_median", math.nan),
-                 ceiling_power_cap=top.get("sw_power_cap_share", math.nan))
-    if bandwidth is not None and "bytes" in v:
-        v["floor_ms"] = bandwidth.map(lambda bw: v["bytes"].floor_ms(bw))
-    other = OTHER_STEP.get(step) if other_step else None
-    if other and len(dec) and other in dec and dec[other].notna().all():
-        alt = measure_variant(points, None, fmt, None, data_dir, top_cap, fit_max_batch, step=other, other_step=False)
-        if "slope" in alt:
-            v["slope_other"], v["other_step"] = alt["slope"], other
-    return v
 
 
-# The step estimators a per-sequence cost can be read with: the median gap between tokens (ITL) and the median time
-# per output token after the first (TPOT); each variant's fit is made with the other too, so that a statement that
-# depends on the slope can say whether both agree.
-OTHER_STEP = {"itl_p50_ms": "tpot_p50_ms", "tpot_p50_ms": "itl_p50_ms"}
-STEP_NAMES = {"itl_p50_ms": "median ITL", "tpot_p50_ms": "median TPOT"}
 
 
-def rig_bandwidth(*frames: pd.DataFrame) -> Interval | None:
-    values = [x for f in frames if len(f) and "bandwidth_gb_s" in f for x in f["bandwidth_gb_s"]
-              if not missing(x)]
-    return Interval.spread(values) if values else None
 
 
 def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> dict:
@@ -389,25 +219,8 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
     return view
 
 
-def apply_start(v: dict, starts: pd.DataFrame) -> None:
-    """A variant's weights, kernels, KV cache and pool from the start of its main server (the largest cap) in
-    `starts` (startup_table's rows of that variant); the logged GiB with their printed rounding."""
-    if not len(starts):
-        return
-    top = starts.sort_values("max_num_seqs").iloc[-1]
-    v.update(weights_gib=top["weights_gib"], kernels=top["kernels"], kv_cache_gib=top["kv_cache_gib"],
-             admission_limit=top["admission_limit"], kv_pool_pages=top["kv_pool_pages"])
-    for col, key in (("weights_gib", "weights_logged"), ("kv_cache_gib", "kv_logged")):
-        if known_number(top[col]):  # the log prints both to 2 decimals
-            v[key] = Interval.printed(round(float(top[col]), 2))
 
 
-def rig_price(prices: pd.DataFrame, points: pd.DataFrame) -> dict | None:
-    """The listed price of the GPU a rig's points ran on (reference.price_for_gpu), None where not listed."""
-    from ..reference import price_for_gpu
-
-    names = [n for n in points["gpu_name"].dropna().unique()] if "gpu_name" in points else []
-    return price_for_gpu(prices, names[0] if names else None)
 
 
 def variant_summary(views: dict[str, dict]) -> pd.DataFrame:
@@ -447,25 +260,8 @@ def cost_table(views: dict[str, dict]) -> pd.DataFrame:
     return s[cols]
 
 
-def usd_per_million(price_per_hour: float | None, tok_s: float) -> float:
-    """USD per million output tokens at `price_per_hour` for a server emitting `tok_s` tokens a second."""
-    if price_per_hour is None or not tok_s > 0:
-        return math.nan
-    return price_per_hour / (tok_s * 3600.0) * 1e6
 
 
-def default_price(views: dict[str, dict], prices: pd.DataFrame, fallback_gpu: str = "H200") -> dict:
-    """Where the price slider starts: the listed middle of the first shown rig's GPU, else of `fallback_gpu` (the
-    book's own GPU), with where that number comes from."""
-    from ..reference import price_for_gpu
-
-    for rig, view in views.items():
-        if view.get("price"):
-            return {**view["price"], "rig": rig}
-    got = price_for_gpu(prices, fallback_gpu)
-    if got is None:
-        raise UserError(f"the GPU price listing has no {fallback_gpu} row to start the price slider at")
-    return {**got, "rig": None}
 
 
 def cost_points(views: dict[str, dict]) -> pd.DataFrame:
@@ -489,26 +285,8 @@ def cost_points(views: dict[str, dict]) -> pd.DataFrame:
                                        "value", "low", "high"])
 
 
-def decode_rows(views: dict[str, dict], key: str = "format", x: str = "batch") -> pd.DataFrame:
-    """Step time (median ITL at a fixed batch) per variant, measured and as its fit predicts (long form); the
-    variant's `key` goes into `format` (the colour), the decode column `x` into `batch` (part 6: the client's)."""
-    rows = []
-    for rig, view in views.items():
-        for v in view["variants"].values():
-            if "decode" not in v:
-                continue
-            for r in v["decode"].to_dict("records"):
-                fit_ms = float(v["fit"].predict([r["batch"]])[0]) if "fit" in v else math.nan
-                rows.append({"rig": rig, "variant": v["label"], "format": v[key], "batch": float(r[x]),
-                             "step_ms": float(r["step_ms"]), "fit_ms": fit_ms})
-    return pd.DataFrame(rows, columns=["rig", "variant", "format", "batch", "step_ms", "fit_ms"])
 
 
-def sweep_rows(views: dict[str, dict]) -> pd.DataFrame:
-    frames = [v["sweep"].assign(rig=rig, variant=v["label"]) for rig, view in views.items()
-              for v in view["variants"].values() if "sweep" in v]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["rig", "variant", "max_num_seqs", "output_tok_s"])
 
 
 def predicted_bytes(model: str, data_dir=None, formats=FORMATS) -> pd.DataFrame:
@@ -522,19 +300,9 @@ def predicted_bytes(model: str, data_dir=None, formats=FORMATS) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def num(x: float) -> str:
-    from ..claims import fmt_num
-
-    return fmt_num(x)
 
 
 # ----------------------------------------------------------------------------------------- claims
-def positive_prediction(i: Interval) -> Interval:
-    """A prediction whose range reaches zero or below (a fit of few, noisy points) allows any ratio: keep its
-    value, cut its range just above zero, so the verdict comes out inconclusive rather than failing."""
-    if not i.value > 0:
-        raise Missing("a positive prediction (the predicting fit's value is not above zero)")
-    return Interval(i.value, max(i.low, i.value * 1e-6), i.high)
 
 
 def _pair(v: dict, fmt: str, base: str) -> tuple[dict, dict]:
@@ -684,11 +452,6 @@ CLAIMS = [
 
 
 # ----------------------------------------------------------------------------------------- sentences
-def interval_words(x, unit: str = "", digits: str = "") -> str:
-    if not isinstance(x, Interval):
-        return "not measured"
-    body = num(x.value) if x.low == x.high else f"{num(x.value)} ({num(x.low)} to {num(x.high)})"
-    return f"{body}{' ' + unit if unit else ''}"
 
 
 def findings(view: dict) -> str:
@@ -756,50 +519,14 @@ def series_summary(rows: pd.DataFrame, views: dict[str, dict]) -> str:
 
 def closing_note(views: dict[str, dict], device: pd.DataFrame | None = None) -> str:
     """Per rig: weights GiB, single ITL, the fit and the ceiling per format, and the device minutes used."""
-    out = []
-    for rig, view in views.items():
-        items = []
-        for key, v in view["variants"].items():
-            if key == REFERENCE:
-                continue
-            w = v.get("weights_gib")
-            items.append(f"`{key}`: weights {'not in the log' if missing(w) else num(w) + ' GiB'}, "
-                         f"single ITL {interval_words(v.get('single_itl_ms'), 'ms')}, fit "
-                         + (f"{num(v['fit'].intercept)} + {num(v['fit'].slope)} x batch ms" if "fit" in v else "none")
-                         + f", ceiling {interval_words(v.get('ceiling_tok_s'), 'tok/s')}")
-        if items:
-            out.append(f"**{rig}**: " + "; ".join(items) + "." + device_minutes(device, NAME, rig))
-    return "\n\n".join(out)
+    return variants.closing_note(views, device, NAME, skip=(REFERENCE,), weights=True)
 
 
-def device_minutes(device: pd.DataFrame | None, part: str, rig: str) -> str:
-    """' Machine time: N min over K server sessions.' for a part on a rig (devicebudget.device_table), or ''."""
-    if device is None or not len(device):
-        return ""
-    d = device[(device["part"] == part) & (device["rig"] == rig)]
-    if not len(d):
-        return ""
-    return f" Machine time: {num(float(d['device_min'].sum()))} min over {int(d['sessions'].sum())} server sessions."
 
 
 # ----------------------------------------------------------------------------------------- what the page says
-def sig(x, digits: int = 3, exact_whole: bool = True) -> str:
-    """At most `digits` significant digits, thousands separated; a whole number (a count) exactly unless
-    `exact_whole` is False (a measured clock); a dash where missing."""
-    if not known_number(x) or not math.isfinite(float(x)):
-        return "–"
-    x = float(x)
-    if x == 0:
-        return "0"
-    if exact_whole and x.is_integer():
-        return f"{int(x):,}"
-    places = digits - 1 - int(math.floor(math.log10(abs(x))))
-    return f"{round(x, places):,.{max(0, places)}f}"
 
 
-def pct(x: float) -> str:
-    """A signed percentage change for a reader: -0.029 -> '-2.9%'."""
-    return ("+" if x > 0 else "") + sig(100 * x, 2) + "%"
 
 
 def repeat_spread(rig: str, data_dir=None) -> pd.DataFrame:
@@ -980,8 +707,6 @@ def key_findings(views: dict[str, dict], predicted: pd.DataFrame, data_dir=None)
     return out[:5]
 
 
-def findings_markdown(bullets: list[str]) -> str:
-    return "\n".join(f"- {b}" for b in bullets) if bullets else "- No rig has measured this part yet."
 
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), served_presets=served_presets)

@@ -10,8 +10,6 @@ per-sequence cost, its weights and KV pool from the log, and its ceiling.
 """
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from ..analysis import Interval, combine
@@ -19,7 +17,7 @@ from ..claims import Claim, Judgement, Missing, missing, need
 from ..errors import UserError
 from ..sweep import PointPlan
 from .protocol import Part, without_data_dir
-from . import p05
+from . import variants
 
 NAME = "06-past-one-gpu"
 NOTEBOOK = "notebooks/06-past-one-gpu.md"
@@ -57,7 +55,7 @@ DEFAULTS = {
     "seed": 0,
     "poll_s": 0.25,  # /metrics during the flood's measured pass (its steady window, steady.flood_steady)
 }
-BAND = p05.BAND
+BAND = variants.BAND
 
 
 def run_configs(p: dict) -> list[str]:
@@ -87,8 +85,8 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
     plans: list[PointPlan] = []
     for cfg in run_configs(p):
         params = {"config": cfg, "model": p["model"], "gpus": GPUS[cfg], "engines": ENGINES[cfg]}
-        mine = [*p05.stream_points(cfg, p, p["model"], serve_args(cfg, p), params, most=mns * ENGINES[cfg]),
-                p05.flood_point(cfg, mns, f"{cfg}-main", p, p["model"], serve_args(cfg, p), engines=ENGINES[cfg],
+        mine = [*variants.stream_points(cfg, p, p["model"], serve_args(cfg, p), params, most=mns * ENGINES[cfg]),
+                variants.flood_point(cfg, mns, f"{cfg}-main", p, p["model"], serve_args(cfg, p), engines=ENGINES[cfg],
                                 params=params)]
         env = {str(k): str(v) for k, v in (p["config_env"].get(cfg) or {}).items()}
         for point in mine:
@@ -103,8 +101,8 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
 def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
     from ..reference import gpu_prices
 
-    return {"points": p05.point_table(data_dir, rigs, part=NAME, key="config"),
-            "starts": p05.startup_table(data_dir, rigs, part=NAME, key="config"), "prices": gpu_prices(data_dir)}
+    return {"points": variants.point_table(data_dir, rigs, part=NAME, key="config"),
+            "starts": variants.startup_table(data_dir, rigs, part=NAME, key="config"), "prices": gpu_prices(data_dir)}
 
 
 def predicted_bytes(model: str, data_dir=None) -> pd.DataFrame:
@@ -131,7 +129,7 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
     pts = pts[pts["rig"] == rig] if len(pts) else pts
     st = tables["starts"]
     st = st[st["rig"] == rig] if len(st) else st
-    bandwidth = p05.rig_bandwidth(pts)
+    bandwidth = variants.rig_bandwidth(pts)
     view: dict = {"rig": rig, "bandwidth_gb_s": bandwidth, "variants": {}, "skipped": dict(pp["skip_configs"])}
     for cfg in CONFIGS:
         sub = pts[pts["config"] == cfg] if len(pts) else pts
@@ -139,7 +137,7 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
             continue
         sub = sub.assign(client_batch=sub["batch"],
                          batch=[b if missing(b) else engine_batch(float(b), ENGINES[cfg]) for b in sub["batch"]])
-        v = p05.measure_variant(sub, sub["preset"].iloc[0], "fp16", bandwidth, data_dir,
+        v = variants.measure_variant(sub, sub["preset"].iloc[0], "fp16", bandwidth, data_dir,
                                 fit_max_batch=pp["fit_max_batch"], step=STEP)
         bunched = sub[(sub["kind"] == "decode") & (sub["itl_p50_ms"] < BUNCHED * sub[STEP])]
         if len(bunched):
@@ -153,14 +151,14 @@ def rig_view(rig: str, tables: dict, p: dict | None = None, data_dir=None) -> di
         if "ceiling_tok_s" in v:
             v["ceiling_per_gpu"] = v["ceiling_tok_s"].map(lambda c, g=GPUS[cfg]: c / g)
         mine = st[st["config"] == cfg] if len(st) else st
-        p05.apply_start(v, mine)
+        variants.apply_start(v, mine)
         if len(mine):  # the row apply_start reads: the main server's start (the largest cap), tested and read alike
             top = mine.sort_values("max_num_seqs").iloc[-1]
             if not missing(top["kv_cache_tokens"]):
                 v["kv_tokens"] = float(top["kv_cache_tokens"])
         view["variants"][cfg] = v
     if "prices" in tables and len(pts):
-        view["price"] = p05.rig_price(tables["prices"], pts)
+        view["price"] = variants.rig_price(tables["prices"], pts)
     return view
 
 
@@ -187,7 +185,7 @@ def summary(views: dict[str, dict]) -> pd.DataFrame:
 
 def decode_rows(views: dict[str, dict]) -> pd.DataFrame:
     """Step time per configuration against the client's concurrency, measured and as its fit predicts."""
-    return p05.decode_rows(views, key="config", x="client_batch")
+    return variants.decode_rows(views, key="config", x="client_batch")
 
 
 def cost_table(views: dict[str, dict]) -> pd.DataFrame:
@@ -202,7 +200,7 @@ def cost_table(views: dict[str, dict]) -> pd.DataFrame:
                 continue
             per_gpu = v["ceiling_per_gpu"].value
             rows.append({"rig": rig, "variant": v["label"], "format": cfg, "ceiling_tok_s": per_gpu, "gpus": v["gpus"],
-                         "gpu": price.get("gpu"), **{f"usd_{k}": p05.usd_per_million(price.get(k), per_gpu)
+                         "gpu": price.get("gpu"), **{f"usd_{k}": variants.usd_per_million(price.get(k), per_gpu)
                                                      for k in ("low", "mid", "high")}})
     return pd.DataFrame(rows, columns=cols)
 
@@ -216,7 +214,7 @@ def _pair(v: dict, cfg: str) -> tuple[dict, dict]:
     return variants[cfg], variants[BASE]
 
 
-num = p05.num
+num = variants.num
 
 
 def _halved(key: str, unit: str, what: str = ""):
@@ -224,7 +222,7 @@ def _halved(key: str, unit: str, what: str = ""):
     def judge(v: dict) -> Judgement:
         x, b = _pair(v, "tp2")
         a0, a1 = need(b, key), need(x, key)
-        return Judgement(p05.positive_prediction(a0.map(lambda a: a / 2)), a1,
+        return Judgement(variants.positive_prediction(a0.map(lambda a: a / 2)), a1,
                          f"{num(a0.value)} {unit} ({what or 'one GPU'}) / 2 = {num(a0.value / 2)} {unit}")
     return judge
 
@@ -234,7 +232,7 @@ def _tp_halves_stream(v: dict) -> Judgement:
     a0, a1, bw, by = need(b, "fixed"), need(x, "fixed"), need(v, "bandwidth_gb_s"), need(b, "bytes")
     f0 = need(b, "floor_ms")
     pred = combine(lambda a, w: a - by.floor_ms(w) / 2, a0, bw)
-    return Judgement(p05.positive_prediction(pred), a1, f"{num(a0.value)} ms - {num(f0.value)} ms / 2 (half the one "
+    return Judgement(variants.positive_prediction(pred), a1, f"{num(a0.value)} ms - {num(f0.value)} ms / 2 (half the one "
                      f"GPU's weight stream, {num(by.gb)} GB / {num(bw.value)} GB/s) = {num(pred.value)} ms")
 
 
@@ -242,7 +240,7 @@ def _tp_pool(v: dict) -> Judgement:
     x, b = _pair(v, "tp2")
     k0, w0, k1 = need(b, "kv_logged"), need(b, "weights_logged"), need(x, "kv_logged")
     pred = combine(lambda k, w: k + w / 2, k0, w0)
-    return Judgement(p05.positive_prediction(pred), k1, f"{num(k0.value)} GiB KV + {num(w0.value)} / 2 GiB of weights no longer "
+    return Judgement(variants.positive_prediction(pred), k1, f"{num(k0.value)} GiB KV + {num(w0.value)} / 2 GiB of weights no longer "
                                               f"held = {num(pred.value)} GiB per GPU")
 
 
@@ -252,7 +250,7 @@ def _tp_tokens(v: dict) -> Judgement:
     x, b = _pair(v, "tp2")
     n0, n1 = need(b, "kv_tokens"), need(x, "kv_tokens")
     k0, k1 = need(b, "kv_logged"), need(x, "kv_logged")
-    pred = p05.positive_prediction(combine(lambda p, q: 2 * n0 * q / p, k0, k1))
+    pred = variants.positive_prediction(combine(lambda p, q: 2 * n0 * q / p, k0, k1))
     return Judgement(pred, Interval.exact(n1), f"2 x {num(n0)} tokens x {num(k1.value)} / {num(k0.value)} GiB of KV "
                                                f"cache per GPU = {num(pred.value)} tokens")
 
@@ -260,7 +258,7 @@ def _tp_tokens(v: dict) -> Judgement:
 def _dp_single(v: dict) -> Judgement:
     x, b = _pair(v, "dp2")
     i0, i1 = need(b, "single_itl_ms"), need(x, "single_itl_ms")
-    return Judgement(p05.positive_prediction(i0), i1, f"the one GPU's {num(i0.value)} ms")
+    return Judgement(variants.positive_prediction(i0), i1, f"the one GPU's {num(i0.value)} ms")
 
 
 def _dp_split(v: dict) -> Judgement:
@@ -275,7 +273,7 @@ def _dp_split(v: dict) -> Judgement:
         raise Missing("a replicas' decode point of two sequences or more")
     r = within.iloc[-1]
     pred = fit.interval(lambda a, s, n=float(r["batch"]): a + s * n)
-    return Judgement(p05.positive_prediction(pred), Interval.exact(float(r["step_ms"])),
+    return Judgement(variants.positive_prediction(pred), Interval.exact(float(r["step_ms"])),
                      f"{num(fit.intercept)} + {num(fit.slope)} x {r['batch']:g} sequences per engine "
                      f"({r['client_batch']:g} in flight over 2) = {num(pred.value)} ms")
 
@@ -285,7 +283,7 @@ def _dp_ceiling(v: dict) -> Judgement:
     c0, c1 = need(b, "ceiling_tok_s"), need(x, "ceiling_tok_s")
     if b.get("top_cap") != x.get("top_cap"):
         raise Missing("floods at the same cap per engine")
-    return Judgement(p05.positive_prediction(c0.map(lambda c: 2 * c)), c1, f"2 x {num(c0.value)} tok/s = {num(2 * c0.value)} tok/s")
+    return Judgement(variants.positive_prediction(c0.map(lambda c: 2 * c)), c1, f"2 x {num(c0.value)} tok/s = {num(2 * c0.value)} tok/s")
 
 
 WHY_TP = ("every layer ends in all-reduces across the two GPUs, whose latency does not shrink with the shard, and part "
@@ -339,16 +337,16 @@ def findings(view: dict) -> str:
         parts = [f"**{v['label']}**"]
         if "gb_per_gpu" in v:
             parts.append(f"each GPU reads {num(v['gb_per_gpu'])} GB per decode step"
-                         + (f" (floor {p05.interval_words(v.get('floor_ms'), 'ms')})" if "floor_ms" in v else ""))
+                         + (f" (floor {variants.interval_words(v.get('floor_ms'), 'ms')})" if "floor_ms" in v else ""))
         if not missing(v.get("weights_gib")):
             parts.append(f"the log reports {num(v['weights_gib'])} GiB of weights per GPU"
                          + (f" and {num(v['kv_cache_gib'])} GiB of KV cache" if not missing(v.get("kv_cache_gib")) else ""))
-        parts.append(f"single-stream ITL {p05.interval_words(v.get('single_itl_ms'), 'ms')}")
+        parts.append(f"single-stream ITL {variants.interval_words(v.get('single_itl_ms'), 'ms')}")
         if "fixed" in v:
-            parts.append(f"step at batch 1 {p05.interval_words(v['fixed'], 'ms')}")
+            parts.append(f"step at batch 1 {variants.interval_words(v['fixed'], 'ms')}")
         if "fit" in v:
             slope = v["slope"] if "slope" in v else Interval.exact(v["fit"].slope)
-            parts.append(f"per-sequence cost {p05.interval_words(slope, 'ms')} per engine")
+            parts.append(f"per-sequence cost {variants.interval_words(slope, 'ms')} per engine")
         if "ceiling_tok_s" in v:
             parts.append(f"flood at cap {v['top_cap']} per engine: {num(v['ceiling_tok_s'].value)} output tok/s, "
                          f"{num(v['ceiling_per_gpu'].value)} per GPU")
@@ -378,16 +376,8 @@ def findings(view: dict) -> str:
 
 
 def closing_note(views: dict[str, dict], device: pd.DataFrame | None = None) -> str:
-    out = []
-    for rig, view in views.items():
-        items = []
-        for cfg, v in view["variants"].items():
-            items.append(f"`{cfg}`: single ITL {p05.interval_words(v.get('single_itl_ms'), 'ms')}, fit "
-                         + (f"{num(v['fit'].intercept)} + {num(v['fit'].slope)} x batch ms" if "fit" in v else "none")
-                         + f", ceiling {p05.interval_words(v.get('ceiling_tok_s'), 'tok/s')}")
-        if items:
-            out.append(f"**{rig}**: " + "; ".join(items) + "." + p05.device_minutes(device, NAME, rig))
-    return "\n\n".join(out)
+    """Per rig: single ITL, the fit and the ceiling per configuration, and the device minutes used."""
+    return variants.closing_note(views, device, NAME)
 
 
 # ----------------------------------------------------------------------------------------- what the page says
@@ -427,7 +417,7 @@ def awaiting_note(views: dict[str, dict], data_dir=None) -> str:
 def key_findings(views: dict[str, dict], predicted: pd.DataFrame, model: str, data_dir=None) -> list[str]:
     """The findings box: 3-5 bullets from the rigs shown, or, where none has two GPUs, that the part awaits one and
     what its shapes predict."""
-    sig = p05.sig
+    sig = variants.sig
     by = predicted.set_index("config")
     h = sharded_heads(model, data_dir)
     out = []
@@ -459,10 +449,6 @@ def key_findings(views: dict[str, dict], predicted: pd.DataFrame, model: str, da
                        f"{sig(f1)} ms), where halving would give 0.5.")
         break
     return out[:5]
-
-
-def findings_markdown(bullets: list[str]) -> str:
-    return p05.findings_markdown(bullets)
 
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), served_presets=served_presets, gpus_needed=gpus_needed)
