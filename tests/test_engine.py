@@ -11,6 +11,7 @@ import pytest
 
 from inference_wall import analysis, store
 from inference_wall.errors import UserError
+from inference_wall.record import read_record
 from inference_wall.parts import p01, p03, parameters, plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -254,9 +255,9 @@ def _part1_family(tmp_path, flood_scale: dict, p3_scale_again: float) -> Path:
     (data / "rigs" / "box.json").write_text(json.dumps({}))
     (data / "rigs" / "box-again.json").write_text(json.dumps({"repeat_of": "box"}))
     p1, p3 = store.rig_dir(1, "cpu-tiny"), store.rig_dir(3, "cpu-tiny")
-    cap = p01._setup(store.read_manifest(p1 / "flood"))["command"]
+    cap = p01._setup(read_record(p1 / "flood"))["command"]
     same = [p for p in sorted(p3.iterdir())  # a point folder; not the rig's .writer.lock that any run leaves
-            if p.is_dir() and p01._setup(store.read_manifest(p))["command"] == cap]
+            if p.is_dir() and p01._setup(read_record(p))["command"] == cap]
     assert same, "cpu-tiny's part 3 has a session at part 1's cap"
     for rig, f3 in (("box", 1.0), ("box-again", p3_scale_again)):
         for pt in p1.iterdir():
@@ -288,3 +289,19 @@ def test_server_sessions_find_the_part1_flood_that_agrees_with_part3(tmp_path):
         shutil.copytree(store.runs_dir().parent / sub, data / sub)
     view = p01.rig_view("box", data, p01.page_tables(data, ["box", "box-again"]))
     assert view["flood_tok_s"].high / view["flood_tok_s"].value == pytest.approx(1.2, rel=1e-6)
+
+
+def test_a_session_s_setup_holds_the_vllm_version_the_rig_capture_found():
+    """_setup read `rig_info.vllm_version`, a key no manifest has (the capture writes `vllm`), so two sessions on
+    different vLLM versions compared equal: the setup now takes the version from the typed record."""
+    from inference_wall.parts import p01
+    from inference_wall.record import PointRecord
+
+    def rec(version):
+        return PointRecord.from_dict({"status": "complete", "part": "01-hit-the-wall", "rig": "r", "point": "flood",
+                                      "rig_info": {"vllm": version, "torch": "2.9"},
+                                      "session": {"id": "s", "server_command": ["py", "serve", "m", "--port", "1"]}})
+
+    a, b = p01._setup(rec("0.18.0")), p01._setup(rec("0.22.1"))
+    assert a["vllm"] == "0.18.0" and a["command"] == "serve m"
+    assert {k for k in a if a[k] != b[k]} == {"vllm"}

@@ -38,8 +38,11 @@ def test_single_interval_figures_are_named():
 
 
 def _pt(rate, session, cap=256):
-    return SimpleNamespace(params={"kind": "rate", "offered_rate_rps": rate},
-                           manifest={"session": {"id": session}, "max_num_seqs": cap})
+    from inference_wall.record import PointRecord
+
+    manifest = {"status": "complete", "part": "01-hit-the-wall", "rig": "a", "point": "p", "session": {"id": session},
+                "max_num_seqs": cap}
+    return SimpleNamespace(params={"kind": "rate", "offered_rate_rps": rate}, record=PointRecord.from_dict(manifest))
 
 
 def test_a_rate_pass_above_the_flood_line_is_said_with_its_session():

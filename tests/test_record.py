@@ -215,3 +215,19 @@ def test_setup_differences_reads_points_records_and_dicts_alike():
 
     pts = [p for p in store.load_points(3, rigs=["h200"]) if p.name == "mns-256"]
     assert pts and setup_differences(pts + [pts[0].record, _cap256()]) == []
+
+
+def test_pages_read_points_through_the_typed_record():
+    """Issue 25: the parts, the glance page and the figures read a point's manifest through PointRecord (39 raw reads
+    of the dict before), so a renamed or mistyped key fails once, in record.py, and not silently in a page (p01 read
+    `rig_info.vllm_version`, a key no manifest has). Only the store (which loads them) and the sweep (which writes
+    them and compares a point's recorded settings as written) touch the dicts."""
+    import re
+    from pathlib import Path
+
+    pkg = Path(__file__).resolve().parents[1] / "src" / "inference_wall"
+    raw = re.compile(r"\bmanifest(?:\.get\(|\[)")
+    allowed = {"record.py", "store.py", "sweep.py"}
+    found = [f"{p.relative_to(pkg)}:{i}" for p in sorted(pkg.rglob("*.py")) if p.name not in allowed
+             for i, line in enumerate(p.read_text().splitlines(), 1) if raw.search(line)]
+    assert not found, found

@@ -298,14 +298,13 @@ def point_facts(part: int, data_dir=None, rigs: list[str] | None = None) -> pd.D
     """Per measured point of a part: the GPUs its server took (server_gpus of the command in its manifest), the
     GPU's name and the measured pass's mean power (where nvidia-smi sampled it)."""
     from .gpuclocks import point_samples
-    from .parts.variants import gpu_name
     from .store import load_points
 
     rows = []
     for pt in load_points(part, data_dir, rigs):
-        command = (pt.manifest.get("session") or {}).get("server_command")
-        rows.append({"rig": pt.rig, "point": pt.name, "gpus": server_gpus(command), "gpu_name": gpu_name(pt.manifest),
-                     "served": (pt.manifest.get("model") or {}).get("preset"), "power_w": mean_power_w(point_samples(pt))})
+        command = pt.record.server_command
+        rows.append({"rig": pt.rig, "point": pt.name, "gpus": server_gpus(command), "gpu_name": pt.record.gpu_name,
+                     "served": pt.record.preset, "power_w": mean_power_w(point_samples(pt))})
     return pd.DataFrame(rows, columns=["rig", "point", "gpus", "gpu_name", "served", "power_w"])
 
 

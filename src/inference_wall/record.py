@@ -173,6 +173,42 @@ class PointRecord:
         return next((p for p in self.passes if p.label == label), None)
 
     @property
+    def preset(self) -> str | None:
+        """The model preset the point's server served (`model.preset`)."""
+        return self.model.get("preset")
+
+    @property
+    def parameters(self) -> dict:
+        """The part's own parameters the point ran with (`parameters`, written beside the manifest's own keys)."""
+        return self.extra.get("parameters") or {}
+
+    @property
+    def bandwidth_gb_s(self) -> float | None:
+        """The memory bandwidth the rig capture measured for this point's run (`rig_info.hbm_bandwidth_gb_s`)."""
+        return self.rig_info.get("hbm_bandwidth_gb_s")
+
+    @property
+    def session_id(self) -> str | None:
+        return self.session.id if self.session is not None else None
+
+    @property
+    def has_startup(self) -> bool:
+        """Whether the point's slice of the server log holds the server's start."""
+        return bool(self.session is not None and self.session.has_startup)
+
+    @property
+    def server_command(self) -> list | None:
+        return self.session.server_command if self.session is not None else None
+
+    @property
+    def server_started(self) -> float | None:
+        return self.session.server_started if self.session is not None else None
+
+    @property
+    def start_to_healthy_s(self) -> float | None:
+        return self.session.start_to_healthy_s if self.session is not None else None
+
+    @property
     def vllm_version(self) -> str | None:
         """The vLLM version the rig capture of this point's run found (`rig_info.vllm`)."""
         return self.rig_info.get("vllm")

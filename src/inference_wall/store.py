@@ -574,7 +574,7 @@ class PointData:
 
     @property
     def params(self) -> dict:
-        return self.manifest.get("params", {})
+        return self.record.params
 
     def passes(self, kind: str | None = None) -> list[dict]:
         return [p for p in self.manifest.get("passes", []) if kind is None or p["kind"] == kind]

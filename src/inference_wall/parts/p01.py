@@ -152,19 +152,19 @@ def memory_table(data_dir=None, rigs=None, loaded: dict | None = None) -> pd.Dat
     pub.update(kv_pool=published_pool(data_dir), preset=PUBLISHED_PRESET, language_model_only=False)
     rows = [pub]
     for rig, points in (loaded if loaded is not None else measured_points(data_dir, rigs)).items():
-        starts = [p for p in points.values() if (p.manifest.get("session") or {}).get("has_startup")]
+        starts = [p for p in points.values() if p.record.has_startup]
         if not starts:
             continue
-        latest = max(starts, key=lambda p: p.manifest["session"].get("server_started") or 0)
+        latest = max(starts, key=lambda p: p.record.server_started or 0)
         rep = latest.startup()
-        preset = (latest.manifest.get("model") or {}).get("preset")
+        preset = latest.record.preset
         pool = pool_from_report(rep, ModelLayout.from_preset(preset, data_dir)) if preset else None
         rows.append({"kv_pool": pool, "preset": preset,
-                     "language_model_only": "--language-model-only" in latest.manifest["session"].get("server_command", []),"rig": rig, "model_weights_gib": rep.weights_gib, "kv_cache_gib": rep.kv_cache_gib,
+                     "language_model_only": "--language-model-only" in (latest.record.server_command or []),"rig": rig, "model_weights_gib": rep.weights_gib, "kv_cache_gib": rep.kv_cache_gib,
                      "kv_cache_tokens": rep.kv_cache_tokens, "max_concurrency_x": rep.max_concurrency,
                      "max_concurrency_tokens_per_request": rep.max_concurrency_tokens_per_request,
                      "kv_cache_device": rep.kv_cache_device, "start_to_healthy_s":
-                     latest.manifest["session"].get("start_to_healthy_s"), "vllm_version": rep.vllm_version,
+                     latest.record.start_to_healthy_s, "vllm_version": rep.vllm_version,
                      "source": "measured"})
     table = pd.DataFrame(rows)
     if rigs is not None:
@@ -213,13 +213,13 @@ def mixed_split(pt, rate: float) -> dict | None:
         return None
     mixed, alone = busy[busy["prompt_tok_s"] > 0], busy[busy["prompt_tok_s"] == 0]
     return {"rig": pt.rig, "point": pt.name, "offered_rate_rps": rate,
-            "needed_gen_tok_s": rate * pt.manifest["workload"]["output_len"],
+            "needed_gen_tok_s": rate * pt.record.workload["output_len"],
             "gen_with_prefill_tok_s": mixed["gen_tok_s"].median() if len(mixed) else math.nan,
             "gen_decode_only_tok_s": alone["gen_tok_s"].median() if len(alone) else math.nan,
             "intervals_with_prefill_pct": 100 * len(mixed) / len(busy),
             "intervals": len(busy), "decode_only_intervals": len(alone),
             "running_median": busy["running"].median(),
-            "max_num_seqs": pt.manifest.get("max_num_seqs")}
+            "max_num_seqs": pt.record.max_num_seqs}
 
 
 MIXED_COLUMNS = ["rig", "point", "offered_rate_rps", "needed_gen_tok_s", "gen_with_prefill_tok_s",
@@ -349,7 +349,7 @@ def rig_view(rig: str, data_dir=None, tables: dict | None = None) -> dict:
             view["single_itl_ms"] = Interval.spread([s["itl_p50_ms"] for s in singles])
             view["single_ttft_ms"] = Interval.spread([s["ttft_p50_ms"] for s in singles])
             view["single_ttft_source"] = "TTFT p50 of one request at a time"
-        bws = [p.manifest.get("rig_info", {}).get("hbm_bandwidth_gb_s") for p in points.values()]
+        bws = [p.record.bandwidth_gb_s for p in points.values()]
         bws = [b for b in bws if b]
         if bws:
             view["bandwidth_gb_s"] = Interval.spread(bws)
@@ -560,18 +560,18 @@ def _family(rig: str, data_dir=None) -> str:
         return rig
 
 
-def _setup(manifest: dict) -> dict:
-    """What makes two server sessions the same configuration, from a manifest: the serve command less its
+def _setup(rec) -> dict:
+    """What makes two server sessions the same configuration, from a point's record: the serve command less its
     interpreter, host and port; the server's environment; the GPU nvidia-smi reported; the versions."""
-    session = manifest.get("session") or {}
-    cmd = list(session.get("server_command") or [])[1:]
+    cmd = list(rec.server_command or [])[1:]
     for flag in ("--host", "--port"):
         while flag in cmd:
             i = cmd.index(flag)
             del cmd[i:i + 2]
-    info = manifest.get("rig_info") or {}
-    return {"command": " ".join(cmd), "environment": sorted((session.get("server_env") or {}).items()),
-            "gpu": sorted((info.get("gpu") or {}).items()), "vllm": info.get("vllm_version"),
+    info = rec.rig_info
+    env = (rec.session.server_env if rec.session is not None else None) or {}
+    return {"command": " ".join(cmd), "environment": sorted(env.items()),
+            "gpu": sorted((info.get("gpu") or {}).items()), "vllm": rec.vllm_version,
             "torch": info.get("torch"), "cuda": info.get("cuda")}
 
 
@@ -593,11 +593,11 @@ def server_sessions(data_dir=None, rigs: list[str] | None = None) -> pd.DataFram
     points = [pt for pt in points if pt.rig != PUBLISHED_RIG]
     sessions: dict[tuple, dict] = {}
     for pt in points:
-        s = pt.manifest.get("session") or {}
-        key = (pt.rig, pt.part, s.get("id") or s.get("server_started"))
+        rec = pt.record
+        key = (pt.rig, pt.part, rec.session_id or rec.server_started)
         row = sessions.setdefault(key, {"family": family(pt.rig), "rig": pt.rig, "part": pt.part,
-                                        "started": s.get("server_started"), "setup": _setup(pt.manifest),
-                                        "start_to_healthy_s": s.get("start_to_healthy_s"), "points": [],
+                                        "started": rec.server_started, "setup": _setup(rec),
+                                        "start_to_healthy_s": rec.start_to_healthy_s, "points": [],
                                         "flood": [], "single": [], "decode": []})
         row["points"].append(pt.name)
         kind = pt.params.get("kind")
@@ -711,7 +711,7 @@ def above_flood_words(rates: pd.DataFrame, points: dict[str, dict]) -> str:
     """Figure 1a's rate passes that completed more than the rig's flood (its dashed line), with whether each ran in
     the flood's server session: '' where none did."""
     def session(pt) -> str | None:
-        return (pt.manifest.get("session") or {}).get("id")
+        return pt.record.session_id
 
     lines = []
     for rig, g in rates[rates["source"] == "measured"].groupby("rig", sort=True):
@@ -752,7 +752,7 @@ def goodput_words(goodput: pd.DataFrame, ttft_ms: float, tpot_ms: float, points:
     sel = goodput[(goodput["ttft_target_ms"] == ttft_ms) & (goodput["tpot_target_ms"] == tpot_ms)]
     cap = {}
     for rig, pts in (points or {}).items():
-        caps = {p.manifest.get("max_num_seqs") for p in pts.values() if p.params.get("kind") == "rate"}
+        caps = {p.record.max_num_seqs for p in pts.values() if p.params.get("kind") == "rate"}
         if len(caps) == 1:
             cap[rig] = next(iter(caps))
     lines = []

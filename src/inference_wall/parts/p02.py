@@ -310,7 +310,7 @@ def point_injections(pt) -> pd.DataFrame:
     windows = [(r["sent"], r["token_times"][0]) for r in recs if r.get("token_times")]
     base_s = freeze.baseline_gap_s(streams, windows)
     steps = _steps(pt)
-    wl = pt.manifest.get("workload", {})
+    wl = pt.record.workload
     length = int(pt.params["prompt_len"])
     runs = freeze.long_prompt_steps(steps, length, int(wl.get("input_len", 256))) if len(steps) else []
     n_solo = len(inj["solo"])
@@ -346,7 +346,7 @@ def _async_by_session(points: list) -> dict[tuple, bool | None]:
     for pt in points:
         rep = pt.startup()
         if rep is not None:
-            out[(pt.rig, (pt.manifest.get("session") or {}).get("id"))] = rep.async_scheduling
+            out[(pt.rig, pt.record.session_id)] = rep.async_scheduling
     return out
 
 
@@ -359,7 +359,7 @@ def injection_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFram
     for pt in pts:
         f = point_injections(pt)
         if len(f):
-            frames.append(f.assign(async_scheduling=modes.get((pt.rig, (pt.manifest.get("session") or {}).get("id")))))
+            frames.append(f.assign(async_scheduling=modes.get((pt.rig, pt.record.session_id))))
     if not frames:
         return pd.DataFrame(columns=INJECTION_COLUMNS + ["async_scheduling"])
     return pd.concat(frames, ignore_index=True)[INJECTION_COLUMNS + ["async_scheduling"]]
@@ -421,12 +421,12 @@ def timeline_table(data_dir=None, rig: str | None = None, prompt_len: int | None
     for pt in pts:
         if prompt_len is not None and int(pt.params["prompt_len"]) != prompt_len:
             continue
-        if modes.get((pt.rig, (pt.manifest.get("session") or {}).get("id"))) is True:
+        if modes.get((pt.rig, pt.record.session_id)) is True:
             continue
         steps = _steps(pt)
         inj = _injections(pt)
         runs = freeze.long_prompt_steps(steps, int(pt.params["prompt_len"]),
-                                        int(pt.manifest.get("workload", {}).get("input_len", 256))) if len(steps) else []
+                                        int(pt.record.workload.get("input_len", 256))) if len(steps) else []
         n = len(inj["injections"])
         if len(runs) < n or injection_no >= n:
             continue
@@ -474,7 +474,7 @@ def token_timeline(data_dir=None, rig: str | None = None, prompt_len: int | None
 
 def matmul_params(pt) -> float | None:
     """config_matmul_params of the model a point's server loaded (its preset's config); None where unknown."""
-    model = pt.manifest.get("model", {})
+    model = pt.record.model
     try:
         return float(ModelShape.of(model["preset"]).matmul_params)
     except (KeyError, OSError, ValueError, UserError):

@@ -112,10 +112,10 @@ def sweep_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     for pt in load_points(NAME, data_dir, rigs):
         row = pass_summary(pt)
         row.update(model=pt.params.get("model", "main"), source="measured",
-                   window_s=row["duration_s"], min_window_s=pt.manifest.get("parameters", {}).get("min_window_s", 0),
-                   graph_max_batch=graph_capture_limit(pt), poll_s=pt.manifest.get("parameters", {}).get("poll_s", math.nan),
+                   window_s=row["duration_s"], min_window_s=pt.record.parameters.get("min_window_s", 0),
+                   graph_max_batch=graph_capture_limit(pt), poll_s=pt.record.parameters.get("poll_s", math.nan),
                    **point_flood_row(pt, share=STEADY_SHARE))
-        if row["model"] == "small" and (pt.manifest.get("session") or {}).get("has_startup"):
+        if row["model"] == "small" and pt.record.has_startup:
             row["weights_gib"] = pt.startup().weights_gib  # the small model's weight stream (few, small logs)
         rows.append(row)
     measured = pd.DataFrame(rows)

@@ -220,7 +220,7 @@ _LOGGED_BLOCK = re.compile(r"Setting (?:kv cache|attention) block size to (\d+)"
 def _session_start(pt, siblings: dict) -> tuple[int | None, int | None]:
     """(pool, block size) the point's server logged at its start (the session's first point): the override line,
     and the page size where vLLM changed it (a backend's preferred size, a hybrid model's aligned page)."""
-    sid = (pt.manifest.get("session") or {}).get("id")
+    sid = pt.record.session_id
     for other in [pt, *siblings.get(sid, [])]:
         rep = other.startup()
         if rep is not None and rep.num_gpu_blocks_override:
@@ -276,17 +276,17 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     pts = load_points(NAME, data_dir, rigs)
     by_session: dict = {}
     for pt in pts:
-        by_session.setdefault((pt.manifest.get("session") or {}).get("id"), []).append(pt)
+        by_session.setdefault(pt.record.session_id, []).append(pt)
     rows, gaps = [], {}
     for pt in pts:
         prm = pt.params
-        preset = (pt.manifest.get("model") or {}).get("preset")
+        preset = pt.record.preset
         layout = ModelLayout.from_preset(preset, data_dir)
         pool_logged, block_logged = _session_start(pt, by_session)
         # the page vLLM logged, where it chose one (the plan's is what it expected)
         block = block_logged or int(prm["block_size"])
-        pool, cap = int(prm["pool_pages"]), int(pt.manifest["max_num_seqs"])
-        wl = pt.manifest["workload"]
+        pool, cap = int(prm["pool_pages"]), int(pt.record.max_num_seqs)
+        wl = pt.record.workload
         inp, out = int(wl["input_len"]), int(wl["output_len"])
         s = pass_summary(pt)
         polls = _polls(pt)
@@ -919,8 +919,8 @@ def earlier_runs(data_dir=None) -> pd.DataFrame:
         pool = pool_of_point(pt, data_dir)
         if pool is None:
             continue
-        wl = pt.manifest.get("workload") or {}
-        cap = int(pt.manifest["max_num_seqs"])
+        wl = pt.record.workload
+        cap = int(pt.record.max_num_seqs)
         summary = pass_summary(pt)
         rows.append({"rig": pt.rig, "max_num_seqs": cap, "pool_pages": pool.num_blocks,
                      "admitted": min(cap, pool.admission_limit(int(wl.get("input_len", 256)) + int(wl.get("output_len", 128)))),

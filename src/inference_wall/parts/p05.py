@@ -147,13 +147,13 @@ def reference_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
             row.update(sm_mhz_median=clocks.get("sm_mhz_median", math.nan),
                        sw_power_cap_share=clocks.get("sw_power_cap_share", math.nan))
             row.update(kind=kind, format="fp16", source_part=part, batch=pt.params.get("batch"),
-                       preset=(pt.manifest.get("model") or {}).get("preset"),
-                       bandwidth_gb_s=(pt.manifest.get("rig_info") or {}).get("hbm_bandwidth_gb_s"))
+                       preset=pt.record.preset,
+                       bandwidth_gb_s=pt.record.bandwidth_gb_s)
             rows.append(row)
             rep = pt.startup()
             if rep is not None and rep.weights_gib is not None:
                 starts.append({"rig": pt.rig, "weights_gib": rep.weights_gib, "part": part,
-                               "started": (pt.manifest.get("session") or {}).get("server_started") or 0})
+                               "started": pt.record.server_started or 0})
     return {"points": pd.DataFrame(rows), "starts": pd.DataFrame(starts)}
 
 

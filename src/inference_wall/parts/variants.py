@@ -98,10 +98,10 @@ def point_table(data_dir=None, rigs: list[str] | None = None, *, part: str, key:
                    sw_power_cap_share=clocks.get("sw_power_cap_share", math.nan))
         row.update({key: pt.params.get(key)})
         row.update(kind=pt.params.get("kind"), model=pt.params.get("model"),
-                   preset=(pt.manifest.get("model") or {}).get("preset"), batch=pt.params.get("batch"),
-                   min_window_s=(pt.manifest.get("parameters") or {}).get("min_window_s", 0.0),
-                   bandwidth_gb_s=(pt.manifest.get("rig_info") or {}).get("hbm_bandwidth_gb_s"),
-                   gpu_name=gpu_name(pt.manifest))
+                   preset=pt.record.preset, batch=pt.params.get("batch"),
+                   min_window_s=pt.record.parameters.get("min_window_s", 0.0),
+                   bandwidth_gb_s=pt.record.bandwidth_gb_s,
+                   gpu_name=pt.record.gpu_name)
         row.update(point_steady_row(pt) if row["kind"] == "flood" else steady_row(None, False))
         rows.append(row)
     cols = ["rig", "point", "kind", key, "model", "preset", "batch", "max_num_seqs", "num_prompts", "completed",
@@ -109,12 +109,6 @@ def point_table(data_dir=None, rigs: list[str] | None = None, *, part: str, key:
             "running_max", "min_window_s", "bandwidth_gb_s", "gpu_name", "sm_mhz_median", "sw_power_cap_share",
             *STEADY_COLUMNS]
     return pd.DataFrame(rows, columns=cols if not rows else None)
-
-
-def gpu_name(manifest: dict) -> str | None:
-    """The GPU a point ran on, as nvidia-smi (else torch) named it; None on a machine without one."""
-    info = manifest.get("rig_info") or {}
-    return (info.get("gpu") or {}).get("name") or info.get("gpu_name_torch") or None
 
 
 def short_windows(points: pd.DataFrame) -> pd.DataFrame:
@@ -136,17 +130,17 @@ def startup_table(data_dir=None, rigs: list[str] | None = None, *, part: str, ke
         if rep is None:
             continue
         pool = pool_of_point(pt, data_dir)
-        w = pt.manifest.get("workload") or {}
+        w = pt.record.workload
         tokens = int(w.get("input_len", 0)) + int(w.get("output_len", 0))
         rows.append({"rig": pt.rig, key: pt.params.get(key), "point": pt.name,
-                     "preset": (pt.manifest.get("model") or {}).get("preset"),
-                     "max_num_seqs": pt.manifest.get("max_num_seqs"), "weights_gib": rep.weights_gib,
+                     "preset": pt.record.preset,
+                     "max_num_seqs": pt.record.max_num_seqs, "weights_gib": rep.weights_gib,
                      "kv_cache_gib": rep.kv_cache_gib, "kv_cache_tokens": rep.kv_cache_tokens,
                      "kv_pool_pages": pool.num_blocks if pool else math.nan,
                      "admission_limit": pool.admission_limit(tokens) if pool and tokens else math.nan,
                      "request_tokens": tokens,
                      "kernels": "; ".join(kernels_in_log(pt.server_log())) or "none logged",
-                     "start_to_healthy_s": (pt.manifest.get("session") or {}).get("start_to_healthy_s")})
+                     "start_to_healthy_s": pt.record.start_to_healthy_s})
     cols = ["rig", key, "point", "preset", "max_num_seqs", "weights_gib", "kv_cache_gib", "kv_cache_tokens",
             "kv_pool_pages", "admission_limit", "request_tokens", "kernels", "start_to_healthy_s"]
     return pd.DataFrame(rows, columns=cols)
