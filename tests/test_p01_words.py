@@ -117,3 +117,42 @@ def test_batch_limit_names_what_stopped_the_flooded_batch():
     assert p01.batch_limit({"running_flood": 256.0, "max_num_seqs": 256, "admission": 1825}) == "max_num_seqs"
     assert p01.batch_limit({"running_flood": 100.0, "max_num_seqs": 256, "admission": 1825}) == "neither"
     assert p01.batch_limit({"max_num_seqs": 256}) is None
+
+
+def test_the_top_cap_table_names_what_limited_each_flood():
+    """Part 3's flood at each (rig, model)'s top cap: the KV cache where it was at least 95% used, else the cap where
+    the running batch reached it, else decode speed; only the top cap of each is kept."""
+    sweep = pd.DataFrame({"rig": ["a", "a", "b", "c"], "model": "main", "max_num_seqs": [64, 256, 256, 256],
+                          "running_max": [64, 200, 256, 256], "kv_usage_max_pct": [50.0, 99.0, 40.0, 40.0],
+                          "output_tok_s": [1.0, 2.0, 3.0, 4.0]})
+    sweep.loc[3, "running_max"] = 120
+    top = p01.top_cap_table(sweep).set_index("rig")
+    assert list(top.index) == ["a", "b", "c"] and top.loc["a", "max_num_seqs"] == 256
+    assert top["limit"].to_dict() == {"a": "KV cache", "b": "max_num_seqs cap", "c": "decode speed"}
+    assert "limit" in p01.top_cap_table(sweep.drop(columns="kv_usage_max_pct")).columns
+
+
+def test_steadiness_words_say_each_familys_spread_and_the_agreeing_rigs_knee():
+    steady = {"h200": {"sessions": 3, "flood_tok_s": (6000.0, 6300.0, 0.05), "tolerance": 0.021, "part3_flood": 6200.0,
+                       "agreeing_rigs": ["h200"], "agree": {"h200": True, "h200-run2": False}}}
+    said = p01.steadiness_words(steady, {"h200": {"knee_rps": 40.0, "last_kept_up_rps": 35.0}})
+    assert said.startswith("On the h200 family, 3 sessions of this configuration, flooded at 6,000 to 6,300")
+    assert "(5% apart)" in said and "up to 2.1%" in said and "; not h200-run2." in said
+    assert "The knee from h200, whose flood agrees: 40.0 req/s, kept up at 35.0." in said
+    assert p01.steadiness_words({}, {}) == ""
+
+
+def test_running_series_reads_the_rate_passes_only_from_their_own_start():
+    class Point:
+        def __init__(self, kind, epochs, running):
+            self.params = {"kind": kind}
+            self._st = pd.DataFrame({"epoch": epochs, "running": running})
+
+        def stats_during(self):
+            return self._st
+
+    points = {"r": {"rate-1": Point("rate", [100.0, 101.0, 102.5], [1, 3, 2]), "flood": Point("flood", [5.0], [9]),
+                    "rate-2": Point("rate", [], [])}}
+    series = p01.running_series(points)
+    assert series.to_dict("list") == {"rig": ["r"] * 3, "point": ["rate-1"] * 3, "t_s": [0.0, 1.0, 2.5], "running": [1, 3, 2]}
+    assert p01.running_series({}).empty

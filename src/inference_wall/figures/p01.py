@@ -131,3 +131,11 @@ def goodput_chart(goodput: pd.DataFrame, share: float = SHARE) -> alt.LayerChart
         (alt.datum.ttft_target_ms == ttft) & (alt.datum.tpot_target_ms == tpot))
     rule = alt.Chart(pd.DataFrame({"y": [100 * share]})).mark_rule(strokeDash=[4, 4]).encode(y="y:Q")
     return alt.layer(lines, rule).properties(width=520, height=280)
+
+
+def running_batch(series: pd.DataFrame) -> alt.FacetChart:
+    """The running batch of every rate pass over its seconds (parts.p01.running_series), one line per pass, per rig."""
+    return alt.Chart(series).mark_line().encode(x=alt.X("t_s:Q", title="Seconds into the pass"),
+                                                y=alt.Y("running:Q", title="Running requests"),
+                                                color=alt.Color("point:N", title="Rate point"),
+                                                tooltip=["rig", "point", "t_s", "running"]).facet(column=figures.RIG_FACET)

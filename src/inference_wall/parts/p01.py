@@ -662,6 +662,154 @@ def steadiness(sessions: pd.DataFrame, spread: pd.DataFrame) -> dict[str, dict]:
 
 
 # ---------------------------------------------------------------------------------------------
+# The page's tables and chart rows (what notebook 1's cells display; each a frame of the views)
+# ---------------------------------------------------------------------------------------------
+def knee_table(views: dict[str, dict]) -> pd.DataFrame:
+    """The knee per rig: the first rate completed under the keep-up share, the last kept up, the flood ceiling."""
+    return pd.DataFrame([{"rig": r, "knee_rps": v.get("knee_rps"), "last_kept_up_rps": v.get("last_kept_up_rps"),
+                          "ceiling_rps": v.get("ceiling_rps"), "ceiling_tok_s": v.get("ceiling_tok_s")}
+                         for r, v in views.items()])
+
+
+def memory_budget_table(memory: pd.DataFrame, shape) -> pd.DataFrame:
+    """vLLM's startup memory report per rig, with the KV tokens its budget would hold if only the full-attention
+    layers, or all layers, of `shape` (modelshape.ModelShape) kept K and V per token."""
+    per_layer = shape.kv_bytes_per_token_per_layer
+    m = memory.copy()
+    m["tokens_if_8_layers"] = m["kv_cache_gib"] * analysis.GIB / (shape.attention_layers * per_layer)
+    m["tokens_if_all_layers"] = m["kv_cache_gib"] * analysis.GIB / (shape.layers * per_layer)
+    cols = ["rig", "model_weights_gib", "kv_cache_gib", "kv_cache_tokens", "tokens_if_8_layers", "tokens_if_all_layers",
+            "max_concurrency_x", "max_concurrency_tokens_per_request", "concurrency_discount_x"]
+    return m[[c for c in cols if c in m]]
+
+
+def steadiness_words(steady: dict[str, dict], views: dict[str, dict]) -> str:
+    """Per rig family (steadiness), in sentences: how far its sessions of this configuration lay apart (flood, one
+    stream's ITL, the step fit), which rigs' part-1 floods lie within part 3's run-to-run spread, and the knee of
+    those that do."""
+    lines = []
+    for fam, r in steady.items():
+        parts_ = [f"On the {fam} family, {r['sessions']} sessions of this configuration"]
+        if "flood_tok_s" in r:
+            lo, hi, rel = r["flood_tok_s"]
+            parts_.append(f"flooded at {lo:,.0f} to {hi:,.0f} output tok/s ({100 * rel:.0f}% apart)")
+        if "single_itl_ms" in r:
+            lo, hi, rel = r["single_itl_ms"]
+            parts_.append(f"gave one stream a median ITL of {lo:.2f} to {hi:.2f} ms ({100 * rel:.0f}% apart)")
+        if "fit_intercept_ms" in r:
+            (a0, a1, _), (b0, b1, _) = r["fit_intercept_ms"], r["fit_slope_ms"]
+            parts_.append(f"and fitted {a0:.2f} to {a1:.2f} ms + {b0:.3f} to {b1:.3f} ms x batch")
+        line = ", ".join(parts_) + "."
+        if "tolerance" in r:
+            ok = r["agreeing_rigs"]
+            line += (f" Two runs of the same part-3 point have differed by up to {100 * r['tolerance']:.1f}%; within that "
+                     f"of part 3's median flood ({r['part3_flood']:,.0f} tok/s) lie the part-1 sessions of "
+                     f"{', '.join(ok) if ok else 'no rig'}")
+            slow = [k for k, v in r["agree"].items() if not v]
+            line += f"; not {', '.join(slow)}." if slow else "."
+            for rig in ok:
+                if rig in views and views[rig].get("knee_rps"):
+                    line += (f" The knee from {rig}, whose flood agrees: {views[rig]['knee_rps']:.1f} req/s, kept up at "
+                             f"{views[rig]['last_kept_up_rps']:.1f}.")
+        lines.append(line)
+    return " ".join(lines)
+
+
+def mixed_step_rows(mixed: pd.DataFrame) -> pd.DataFrame:
+    """figures.p01.mixed_steps' rows: per rate pass, what the offered rate needs and the generation throughput in
+    intervals with and without prefills (long form, missing values dropped)."""
+    return mixed.melt(id_vars=["rig", "offered_rate_rps"], var_name="what", value_name="tok_s",
+                      value_vars=["needed_gen_tok_s", "gen_with_prefill_tok_s", "gen_decode_only_tok_s"]).dropna()
+
+
+def _value(x):
+    return x.value if x is not None else None
+
+
+def floor_rows(views: dict[str, dict]) -> pd.DataFrame:
+    """figures.p01.roofline's rows: each rig's weight-stream floor beside its one stream's measured ITL."""
+    rows = []
+    for r, v in views.items():
+        if v.get("floor_ms") and v.get("single_itl_ms"):
+            rows += [{"rig": r, "what": "weight-stream floor", "ms": v["floor_ms"]},
+                     {"rig": r, "what": "measured ITL (one stream)", "ms": v["single_itl_ms"].value}]
+    return pd.DataFrame(rows)
+
+
+def floor_table(views: dict[str, dict]) -> pd.DataFrame:
+    """The floor per rig: weights less the vision tower over the measured bandwidth, against one stream's ITL."""
+    return pd.DataFrame([{"rig": r, "weights_gib": _value(v.get("weights_gib")), "vision_tower_gib": v.get("vision_gib"),
+                          "hbm_bandwidth_gb_s": _value(v.get("bandwidth_gb_s")), "floor_ms": v.get("floor_ms"),
+                          "single_itl_ms": _value(v.get("single_itl_ms")), "floor_over_itl": v.get("roofline_fraction")}
+                         for r, v in views.items()])
+
+
+def step_fit_rows(views: dict[str, dict], max_num_seqs: int) -> tuple[pd.DataFrame, dict, dict, pd.DataFrame]:
+    """figures.p01.step_time_fit's inputs: the decode points of every rig with a fit, the fits ((a, b) per rig),
+    the batch each rig's line is drawn to (its largest decode batch, else `max_num_seqs`), and the crossovers."""
+    fits, tops, pts, cross = {}, {}, [], []
+    for r, v in views.items():
+        if v.get("fit_intercept_ms") and v.get("fit_slope_ms"):
+            fits[r] = (v["fit_intercept_ms"], v["fit_slope_ms"])
+            dec = v.get("decode")
+            tops[r] = float(dec["batch"].max()) if dec is not None and len(dec) else float(max_num_seqs)
+            cross.append({"rig": r, "crossover": v["crossover"]})
+            if dec is not None and len(dec):
+                pts += [{"rig": r, "batch": b, "step_ms": s} for b, s in zip(dec["batch"], dec["step_ms"])]
+    return pd.DataFrame(pts), fits, tops, pd.DataFrame(cross)
+
+
+def step_fit_table(views: dict[str, dict]) -> pd.DataFrame:
+    """The step fit per rig with its 95% ranges, the crossover, and pure decode's rate against the serving ceiling."""
+    rows = []
+    for r, v in views.items():
+        fit = v.get("fit")
+        rows.append({"rig": r, "intercept_ms": v.get("fit_intercept_ms"), "slope_ms": v.get("fit_slope_ms"),
+                     "intercept_95ci_ms": f"{fit.intercept_ci[0]:.3g} to {fit.intercept_ci[1]:.3g}" if fit else "",
+                     "slope_95ci_ms": f"{fit.slope_ci[0]:.3g} to {fit.slope_ci[1]:.3g}" if fit else "",
+                     "crossover_seqs": v.get("crossover"), "pure_decode_tok_s": v.get("pure_decode_tok_s"),
+                     "serving_ceiling_tok_s": v.get("ceiling_tok_s"), "decode_over_serving": v.get("decode_over_serving")})
+    return pd.DataFrame(rows)
+
+
+def running_table(views: dict[str, dict], published_cap: int) -> pd.DataFrame:
+    """The running batch per rig at the lowest rate (mean) and flooded (largest), beside its cap (the published
+    rig's from the post, `published_cap`)."""
+    return pd.DataFrame([{"rig": r, "running_at_lowest_rate": v.get("running_low"), "running_flooded": v.get("running_flood"),
+                          "max_num_seqs": published_cap if r == PUBLISHED_RIG else v.get("max_num_seqs")}
+                         for r, v in views.items()])
+
+
+def running_series(points: dict[str, dict]) -> pd.DataFrame:
+    """figures.p01.running_batch's rows: the running batch of every rate pass over its seconds, from the stats lines
+    during the pass (measured_points' points per rig)."""
+    series = []
+    for rig, by_name in points.items():
+        for name, point in by_name.items():
+            if point.params.get("kind") == "rate":
+                st = point.stats_during()
+                if len(st):
+                    t0 = st["epoch"].min()
+                    series += [{"rig": rig, "point": name, "t_s": e - t0, "running": n}
+                               for e, n in zip(st["epoch"], st["running"])]
+    return pd.DataFrame(series)
+
+
+def top_cap_table(sweep: pd.DataFrame) -> pd.DataFrame:
+    """Part 3's flood at each rig's and model's top cap, and what limited it: the KV cache (at least 95% used), the
+    cap (the running batch reached it), or else decode speed."""
+    top = sweep.sort_values("max_num_seqs").groupby(["rig", "model"]).tail(1)
+    if not len(top):
+        return top
+    top = top.assign(limit=[
+        "KV cache" if (row.kv_usage_max_pct if "kv_usage_max_pct" in top else math.nan) >= 95 else
+        ("max_num_seqs cap" if row.running_max == row.max_num_seqs else "decode speed")
+        for row in top.itertuples()])
+    cols = ["rig", "model", "max_num_seqs", "running_max", "kv_usage_max_pct", "output_tok_s", "limit"]
+    return top[[c for c in cols if c in top]]
+
+
+# ---------------------------------------------------------------------------------------------
 # Sentences for the page, computed from the data
 # ---------------------------------------------------------------------------------------------
 
