@@ -139,3 +139,25 @@ def test_takeaways_mark_each_of_the_posts_four_with_the_data():
         v = small[0]
         word = "shallower, not steeper" if v["small_cliff_ratio"] < p03.cliff(v["sweep"], *v["small_caps"]) else "steeper"
         assert word in items[2][1]
+
+
+def test_the_page_s_warnings_name_the_short_and_the_unpolled_floods():
+    table = pd.DataFrame({"rig": ["h200", "h200", "a10g-published"], "model": ["main", "small", "main"],
+                          "max_num_seqs": [64.0, 1024.0, 256.0], "source": ["measured", "measured", "published"],
+                          "window_s": [1.5, 30.0, 9.0], "min_window_s": [2.0, 2.0, 0.0],
+                          "steady_polled": [True, False, False]})
+    assert p03.short_window_words(table) == ("**Warning:** these measured passes lasted less than the part's minimum "
+                                             "window and are too short to call steady: h200 cap 64 (1.5 s)")
+    said = p03.unpolled_words(table)
+    assert said.startswith("*Not polled (run before the book polled floods): h200, 0.5B at cap 1,024.")
+    assert "a10g" not in said
+    assert p03.unpolled_words(table.assign(steady_polled=True)) == "" and p03.short_window_words(table.iloc[1:]) == ""
+
+
+def test_the_predicted_line_stops_at_each_rig_s_top_cap_and_uses_the_step_model():
+    from inference_wall.analysis import step_model_tok_s
+
+    fits = {"a": {"fit_intercept_ms": 20.0, "fit_slope_ms": 0.5}, "b": {"fit_intercept_ms": None}}
+    rows = p03.predicted_rows(fits, {"a": {"caps": [1, 16]}, "b": {"caps": []}})
+    assert list(rows["max_num_seqs"]) == [1, 2, 4, 8, 16] and set(rows["rig"]) == {"a"}
+    assert rows["output_tok_s"].iloc[-1] == step_model_tok_s(20.0, 0.5, 16) == 16 / 28 * 1000

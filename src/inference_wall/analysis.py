@@ -131,7 +131,7 @@ class LinearFit:
 
     def decode_tok_s(self, batch) -> Interval:
         """Pure decode throughput at a running batch: batch / step time."""
-        return self.interval(lambda a, b: batch / (a + b * batch) * 1000.0)
+        return self.interval(lambda a, b: step_model_tok_s(a, b, batch))
 
     @property
     def crossover(self) -> float:
@@ -202,6 +202,12 @@ def per_sequence_ms(output_tok_s: float) -> float:
 def weight_stream_floor_ms(weights_gib: float, bandwidth_gb_s: float) -> float:
     """The least time one decode step can take: every weight byte read once at the measured bandwidth."""
     return weights_gib * GIB / (bandwidth_gb_s * 1e9) * 1000.0
+
+
+def step_model_tok_s(intercept_ms, slope_ms, batch):
+    """The series' step model's decode rate, in tokens a second: a step of `batch` sequences takes intercept + slope x
+    batch milliseconds and gives each sequence one token (numbers or arrays alike). The one place the book writes it."""
+    return batch / (intercept_ms + slope_ms * batch) * 1000.0
 
 
 def predict_throughput(fit: LinearFit, batch, output_len: int | None = None) -> np.ndarray:

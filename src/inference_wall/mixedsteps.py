@@ -48,7 +48,6 @@ import json
 import math
 import re
 
-import numpy as np
 import pandas as pd
 
 from . import trace

@@ -449,7 +449,7 @@ def fit_at(fit: LinearFit, fn, batch: Interval) -> Interval:
 def _ceiling(v: dict) -> Judgement:
     fit, batch, flood = need(v, "fit"), need(v, "flood_running"), need(v, "flood_tok_s")
     share = Interval.printed(v["post"]["prefill_gpu_share"]).map(lambda s: s / 100)
-    decode = fit_at(fit, lambda a, b, x: x / (a + b * x) * 1000, batch)
+    decode = fit_at(fit, analysis.step_model_tok_s, batch)
     pred = combine(lambda d, s: d * (1 - s), decode, share)
     how = (f"(1 - {share.value:.0%} prefill) x {fmt(batch.value)} / ({fmt(fit.intercept)} + {fmt(fit.slope)} x "
            f"{fmt(batch.value)}) ms = {fmt(pred.value)} tok/s; the flood made {flood.value / decode.value:.0%} of pure "

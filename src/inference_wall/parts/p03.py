@@ -134,6 +134,49 @@ def short_windows(table: pd.DataFrame) -> pd.DataFrame:
     return m[m["window_s"] < m["min_window_s"]]
 
 
+def short_window_words(table: pd.DataFrame) -> str:
+    """The page's warning for measured passes too short to call steady (short_windows), or ''."""
+    short = short_windows(table)
+    if not len(short):
+        return ""
+    return ("**Warning:** these measured passes lasted less than the part's minimum window and are too short to call "
+            "steady: " + ", ".join(f"{r.rig} cap {r.max_num_seqs:.0f} ({r.window_s:.1f} s)" for r in short.itertuples()))
+
+
+def unpolled_words(table: pd.DataFrame) -> str:
+    """The measured floods run before the book polled /metrics during a flood, by rig and model, or ''."""
+    unpolled = table[(table["rig"] != PUBLISHED_RIG) & ~table["steady_polled"]]
+    if not len(unpolled):
+        return ""
+    return ("*Not polled (run before the book polled floods): " + "; ".join(
+        f"{rig}, {MODEL_LABELS.get(model, model)} at cap " + ", ".join(f"{c:,.0f}" for c in g["max_num_seqs"])
+        for (rig, model), g in unpolled.groupby(["rig", "model"]))
+        + ". Their figures are the whole pass only, so the claims below judge every cap by its whole pass, "
+        "the one figure every cap has.*")
+
+
+def part1_rig(rig: str, data_dir=None) -> str:
+    """The rig whose part 1 this rig's part 3 is judged against: itself, or the rig it repeats."""
+    if rig == PUBLISHED_RIG:
+        return rig
+    from ..rig import load_profile
+
+    return load_profile(rig, data_dir).repeat_of or rig
+
+
+def predicted_rows(fits: dict[str, dict], views: dict[str, dict],
+                   caps: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)) -> pd.DataFrame:
+    """figures.p03.throughput_vs_cap's dashed lines: what part 1's step fit of each rig predicts a flood makes at
+    each of `caps` up to the rig's top cap (256 where it ran none)."""
+    rows = []
+    for rig, v in fits.items():
+        a, b = v.get("fit_intercept_ms"), v.get("fit_slope_ms")
+        if a and b:
+            rows += [{"rig": rig, "max_num_seqs": cap, "output_tok_s": analysis.step_model_tok_s(a, b, cap)}
+                     for cap in caps if cap <= max(views[rig]["caps"] or [256])]
+    return pd.DataFrame(rows)
+
+
 def graph_capture_limit(point) -> float:
     """The largest batch (in tokens per step) vLLM captured a CUDA graph for on this point's server: the
     `max_cudagraph_capture_size` of the server's config as /server_info reported it (else its log's config
@@ -429,7 +472,8 @@ def _model_gain(v: dict, lo_cap: float, hi_cap: float) -> Judgement:
     fit = need(v["part1"], "fit")
     b_lo, b_hi = _batch_at(v, lo_cap), _batch_at(v, hi_cap)
     meas = combine(lambda hi, lo: hi / lo, _at(v, "tok_s", hi_cap), _at(v, "tok_s", lo_cap))
-    pred = fit.interval(lambda a, b: (b_hi.value / (a + b * b_hi.value)) / (b_lo.value / (a + b * b_lo.value)))
+    pred = fit.interval(lambda a, b: analysis.step_model_tok_s(a, b, b_hi.value)
+                               / analysis.step_model_tok_s(a, b, b_lo.value))
     return Judgement(pred, meas, f"step model at running batches {b_lo.value:g} and {b_hi.value:g}: "
                                  f"{fmt(pred.value)}x; measured {fmt(meas.value)}x")
 

@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from .. import analysis
 from ..bench import PassSpec, Workload
 from ..claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, fmt_num, missing
 from ..errors import UserError
@@ -419,8 +420,7 @@ def step_fit(rig: str, data_dir=None) -> tuple[float, float] | None:
 
 def decode_rate(batch: float, fit: tuple[float, float]) -> float:
     """Tokens a second at a running batch, from the step fit: batch / (a + b x batch)."""
-    a, b = fit
-    return 1000.0 * batch / (a + b * batch)
+    return analysis.step_model_tok_s(*fit, batch)
 
 
 def stalls_over(gaps_ms, threshold_ms: float) -> tuple[float, float]:
