@@ -376,3 +376,20 @@ def test_plan_dry_run_of_an_unknown_point_is_one_line_and_exit_2(capsys):
     rc = cli.main(["plan", "--part", "3", "--rig", "cpu-tiny", "--dry-run", "--points", "nope"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "unknown point" in err[0]
+
+
+def test_a_run_into_another_data_dir_writes_its_page_files_beside_it(tmp_path, monkeypatch):
+    """`make reproduce` with a data dir of its own (a test's, a scratch run) renders its page from that data: its
+    figures and CSVs go to a _static/ beside it; a run into the repository's data/ writes the book's own."""
+    from inference_wall import cli, figures
+
+    monkeypatch.setenv(figures.STATIC_DIR_ENV, "x")  # recorded as unset: teardown removes what the call sets
+    monkeypatch.delenv(figures.STATIC_DIR_ENV)
+    cli._page_files_beside(cli.REPO / "data")
+    assert figures.STATIC_DIR_ENV not in os.environ
+    assert figures.static_dir() == figures.book_root() / "_static"
+    cli._page_files_beside(tmp_path / "data")
+    assert os.environ[figures.STATIC_DIR_ENV] == str((tmp_path / "_static").resolve())
+    assert figures.figures_dir() == (tmp_path / "_static" / "figures").resolve()
+    path = figures.save_csv(__import__("pandas").DataFrame({"a": [1]}), "part9-x")
+    assert path == (tmp_path / "_static" / "tables" / "part9-x.csv").resolve()

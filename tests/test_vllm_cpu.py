@@ -120,6 +120,12 @@ def test_part3_notebook_ran_in_run_mode_and_rendered(part3):
     assert nb["metadata"]["papermill"]["parameters"]["mode"] == "run"
     text = json.dumps(nb)
     assert "cpu-tiny" in text and "Part 3 claims per rig" in text
+    # its page files went beside its data dir, not over the book's own (a test run's cpu-tiny table once replaced
+    # the book's part-3 CSV in _static/tables)
+    mine = data.parent / "_static" / "tables" / "part3-sweep.csv"
+    assert mine.is_file() and "cpu-tiny" in mine.read_text()
+    book = ROOT / "_static" / "tables" / "part3-sweep.csv"
+    assert not book.exists() or "cpu-tiny" not in book.read_text()
 
 
 def test_part3_points_are_complete_with_raw_artefacts(part3):

@@ -383,6 +383,7 @@ def _reproduce(args) -> int:
               "model_source": args.model_source, "points": args.points, "budget_min": args.budget_min,
               "vllm_python": args.python, "overrides": _overrides(args.set)}
     nb = _load_notebook(notebook)
+    _page_files_beside(args.data_dir)
     with _KernelSignals() as signals:
         try:
             signals.run(lambda: papermill.execute_notebook(
@@ -399,6 +400,16 @@ def _reproduce(args) -> int:
         return 128 + signals.received
     print(f"executed notebook: {out}")
     return _left_over(args)
+
+
+def _page_files_beside(data_dir: Path) -> None:
+    """A run into a data dir other than the repository's renders its page from that data: its figures and CSVs go
+    to a _static/ beside that data dir (the kernel inherits the setting), never over the book's own."""
+    from .figures import STATIC_DIR_ENV
+
+    data_dir = Path(data_dir).resolve()
+    if data_dir != (REPO / "data").resolve():
+        os.environ.setdefault(STATIC_DIR_ENV, str(data_dir.parent / "_static"))
 
 
 class _KernelSignals:

@@ -247,8 +247,21 @@ def book_root(start: Path | None = None) -> Path:
     raise FileNotFoundError(f"no _config.yml/_toc.yml above {here}: not inside the book")
 
 
+# Where a run's page files go when it is not the book's own build: `make reproduce` with a data dir other than the
+# repository's data/ (a test's, or a scratch run) sets this, so that its figures and CSVs of that other data never
+# replace the book's in _static/ (a test run's part-3 page once left its cpu-tiny figures and tables there, which a
+# later `make book` that re-executed nothing would have served).
+STATIC_DIR_ENV = "IW_STATIC_DIR"
+
+
+def static_dir(root: Path | None = None) -> Path:
+    """The folder a page's figures/ and tables/ are written into: $IW_STATIC_DIR, else the book's _static/."""
+    env = os.environ.get(STATIC_DIR_ENV)
+    return Path(env) if env else (root or book_root()) / "_static"
+
+
 def figures_dir(root: Path | None = None) -> Path:
-    return (root or book_root()) / "_static" / FIGURES_DIR_NAME
+    return static_dir(root) / FIGURES_DIR_NAME
 
 
 _SAFE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -491,7 +504,7 @@ def save_csv(df: pd.DataFrame, name: str, out_dir: Path | None = None) -> Path:
     Name it after the page, e.g. ``part1-rates``; an unchanged file is not rewritten."""
     if not _SAFE_NAME.match(name):
         raise ValueError(f"table name {name!r}: use lower-case letters, digits, '.', '_' and '-'")
-    out = Path(out_dir) if out_dir is not None else (book_root() / "_static" / TABLES_DIR_NAME)
+    out = Path(out_dir) if out_dir is not None else static_dir() / TABLES_DIR_NAME
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.csv"
     data = df.to_csv(index=False, na_rep="").encode("utf-8")
