@@ -405,7 +405,7 @@ def _reproduce(args) -> int:
 def _page_files_beside(data_dir: Path) -> None:
     """A run into a data dir other than the repository's renders its page from that data: its figures and CSVs go
     to a _static/ beside that data dir (the kernel inherits the setting), never over the book's own."""
-    from .figures import STATIC_DIR_ENV
+    from .schema import STATIC_DIR_ENV
 
     data_dir = Path(data_dir).resolve()
     if data_dir != (REPO / "data").resolve():

@@ -44,3 +44,7 @@ MNS_SWEEP_COLUMNS = [
 
 # Scattered facts: one row per (rig, key); `value` in `unit`; `note` says where the number comes from.
 FACT_COLUMNS = ["rig", "part", "key", "value", "unit", "note"]
+
+# Where a run's page files (figures/, tables/) go when it is not the book's own build: `make reproduce` into a data
+# dir other than the repository's data/ sets it (cli), figures.static_dir reads it.
+STATIC_DIR_ENV = "IW_STATIC_DIR"

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ..claims import missing
-from ..schema import PUBLISHED_RIG
+from ..schema import PUBLISHED_RIG, STATIC_DIR_ENV
 
 THEME_NAME = "inference_wall"
 WIDTH, HEIGHT = 480, 280  # fits the book column with the legend below
@@ -247,11 +247,9 @@ def book_root(start: Path | None = None) -> Path:
     raise FileNotFoundError(f"no _config.yml/_toc.yml above {here}: not inside the book")
 
 
-# Where a run's page files go when it is not the book's own build: `make reproduce` with a data dir other than the
-# repository's data/ (a test's, or a scratch run) sets this, so that its figures and CSVs of that other data never
-# replace the book's in _static/ (a test run's part-3 page once left its cpu-tiny figures and tables there, which a
-# later `make book` that re-executed nothing would have served).
-STATIC_DIR_ENV = "IW_STATIC_DIR"
+# $IW_STATIC_DIR (schema.STATIC_DIR_ENV): a run into a data dir other than the repository's data/ (a test's, or a
+# scratch run) writes its figures and CSVs there, never over the book's in _static/ (a test run's part-3 page once
+# left its cpu-tiny figures and tables there, which a later `make book` that re-executed nothing would have served).
 
 
 def static_dir(root: Path | None = None) -> Path:

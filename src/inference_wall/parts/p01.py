@@ -722,10 +722,6 @@ def mixed_step_rows(mixed: pd.DataFrame) -> pd.DataFrame:
                       value_vars=["needed_gen_tok_s", "gen_with_prefill_tok_s", "gen_decode_only_tok_s"]).dropna()
 
 
-def _value(x):
-    return x.value if x is not None else None
-
-
 def floor_rows(views: dict[str, dict]) -> pd.DataFrame:
     """figures.p01.roofline's rows: each rig's weight-stream floor beside its one stream's measured ITL."""
     rows = []
@@ -738,9 +734,9 @@ def floor_rows(views: dict[str, dict]) -> pd.DataFrame:
 
 def floor_table(views: dict[str, dict]) -> pd.DataFrame:
     """The floor per rig: weights less the vision tower over the measured bandwidth, against one stream's ITL."""
-    return pd.DataFrame([{"rig": r, "weights_gib": _value(v.get("weights_gib")), "vision_tower_gib": v.get("vision_gib"),
-                          "hbm_bandwidth_gb_s": _value(v.get("bandwidth_gb_s")), "floor_ms": v.get("floor_ms"),
-                          "single_itl_ms": _value(v.get("single_itl_ms")), "floor_over_itl": v.get("roofline_fraction")}
+    return pd.DataFrame([{"rig": r, "weights_gib": _v(v.get("weights_gib")), "vision_tower_gib": v.get("vision_gib"),
+                          "hbm_bandwidth_gb_s": _v(v.get("bandwidth_gb_s")), "floor_ms": v.get("floor_ms"),
+                          "single_itl_ms": _v(v.get("single_itl_ms")), "floor_over_itl": v.get("roofline_fraction")}
                          for r, v in views.items()])
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 from .. import analysis
 from ..analysis import Interval
 from ..bench import PassSpec
-from ..claims import Missing, known_number, missing
+from ..claims import Missing, fmt_num, known_number, missing
 from ..errors import UserError
 from ..store import load_points, pass_summary
 from ..sweep import PassPlan, PointPlan
@@ -282,10 +282,7 @@ def sweep_rows(views: dict[str, dict]) -> pd.DataFrame:
         columns=["rig", "variant", "max_num_seqs", "output_tok_s"])
 
 
-def num(x: float) -> str:
-    from ..claims import fmt_num
-
-    return fmt_num(x)
+num = fmt_num  # the book's number words (claims.fmt_num): three significant figures, thousands separated
 
 
 def positive_prediction(i: Interval) -> Interval:
@@ -296,7 +293,7 @@ def positive_prediction(i: Interval) -> Interval:
     return Interval(i.value, max(i.low, i.value * 1e-6), i.high)
 
 
-def interval_words(x, unit: str = "", digits: str = "") -> str:
+def interval_words(x, unit: str = "") -> str:
     if not isinstance(x, Interval):
         return "not measured"
     body = num(x.value) if x.low == x.high else f"{num(x.value)} ({num(x.low)} to {num(x.high)})"
