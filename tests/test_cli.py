@@ -69,16 +69,62 @@ def test_make_passes_part_and_rig_without_evaluating_them(tmp_path):
     assert len(errors) == 1 and f"touch {marker}" in errors[0], res.stderr  # the value, verbatim
 
 
-def test_reproduce_exits_3_when_points_are_left_for_a_later_run(tmp_path, monkeypatch):
-    args = argparse.Namespace(part="3", rig="my-rig", data_dir=tmp_path, set=['caps=[1,4]'], points=None)
-    assert cli._left_over(args) == 3
-    for name in ("mns-001", "mns-004"):
-        store.write_json_atomic(store.point_dir(3, "my-rig", name, tmp_path) / "manifest.json",
-                                {"status": "complete", "part": "03-batching-cliff", "rig": "my-rig", "point": name})
-    assert cli._left_over(args) == 0
-    args.points = ["mns-001"]
-    (store.point_dir(3, "my-rig", "mns-004", tmp_path) / "manifest.json").unlink()
-    assert cli._left_over(args) == 0  # only the points asked for count
+def _reproduce_with_a_fake_kernel(monkeypatch, report, argv) -> tuple[int, list]:
+    """cli.main(["reproduce", *argv]) with papermill's kernel played in this process: it gets the notebook's parameters
+    as JSON (what papermill writes into the notebook) and runs the notebook's run cell (parts.notebook_run), whose
+    sweep returns `report`. Returns the exit status and the run requests the "kernel" was handed."""
+    import papermill
+
+    from inference_wall import parts
+
+    handed = []
+
+    def kernel(nb, out, parameters, **kw):
+        params = json.loads(json.dumps(parameters))  # JSON-shaped, whole
+        parts.notebook_run(params["run_request"]["part"], params["mode"], params["run_request"])
+
+    def sweep(request, **kw):
+        handed.append(request)
+        return report
+
+    monkeypatch.setattr(papermill, "execute_notebook", kernel)
+    monkeypatch.setattr(parts, "run_request", sweep)
+    return cli.main(["reproduce", *argv]), handed
+
+
+def test_reproduce_exits_3_when_points_are_left_for_a_later_run(linked_data, tmp_path, monkeypatch, capsys):
+    """The sweep's report comes back from the notebook's kernel (a file beside the executed notebook): the CLI's
+    summary and exit status are the sweep's own, not a plan made again from disk."""
+    from inference_wall import parts
+    from inference_wall.sweep import SweepReport
+
+    built = []
+    plan = parts._plan
+    monkeypatch.setattr(parts, "_plan", lambda *a, **k: built.append(1) or plan(*a, **k))
+    argv = ["--part", "3", "--rig", "cpu-tiny", "--data-dir", str(linked_data), "--set", "caps=[1,4]",
+            "--output", str(tmp_path / "out.ipynb")]
+    rc, handed = _reproduce_with_a_fake_kernel(monkeypatch, SweepReport(done=["mns-001"], pending=["mns-004"]), argv)
+    out = capsys.readouterr().out
+    assert rc == 3, out
+    assert "stopped at the time budget; rerun the same command to resume: mns-004" in out
+    assert "done 1, already complete 0, left for a later run 1, failed 0" in out
+    assert len(built) == 1  # validating the request planned it; the summary read the sweep's report
+    (request,) = handed
+    assert request.overrides == {"caps": [1, 4]} and request.rig == "cpu-tiny" and request.points is None
+    assert request.lock_holder["pid"] == os.getpid()  # the lock the CLI took, handed over to the kernel
+    rc, _ = _reproduce_with_a_fake_kernel(monkeypatch, SweepReport(done=["mns-004"], skipped=["mns-001"]), argv)
+    assert rc == 0
+    assert "done 1, already complete 1, left for a later run 0" in capsys.readouterr().out
+
+
+def test_the_run_request_crosses_the_papermill_hop_whole():
+    from inference_wall.runrequest import RunRequest
+
+    request = RunRequest("03-batching-cliff", "my-rig", Path("/data"), "hub", ("mns-001", "mns-004"), 30.0, "/py",
+                         {"caps": [1, 4]}, True, {"pid": 1, "host": "h"}, "/out.report.json", planned=object())
+    params = json.loads(json.dumps(request.to_params()))
+    assert "planned" not in params
+    assert RunRequest.from_params(params) == request
 
 
 # ---------------------------------------------------------------------------------------------

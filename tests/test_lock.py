@@ -89,14 +89,31 @@ def test_an_unwritable_rig_folder_fails_in_one_line(tmp_path):
         tmp_path.chmod(0o700)
 
 
-def test_a_holders_child_writes_under_its_lock(tmp_path):
-    """`reproduce` holds the lock and its notebook kernel (a child) runs the sweep, which takes it again."""
-    child = f"from inference_wall.lock import writer_lock\nwith writer_lock({str(tmp_path)!r}): print('child ok')"
-    parent = (f"import subprocess, sys\nfrom inference_wall.lock import writer_lock\n"
-              f"with writer_lock({str(tmp_path)!r}):\n"
-              f"    sys.exit(subprocess.run([sys.executable, '-c', {child!r}]).returncode)")
+def test_a_holders_child_writes_under_the_lock_it_is_handed_and_takes_none_of_its_own(tmp_path):
+    """`reproduce` holds the lock for the whole run and hands its note to its notebook kernel (a child) in the run
+    request: the kernel's sweep writes under it without taking the lock again. Before, the child took it again by
+    recognising its parent in the holder note; a child that is handed nothing is now a second writer."""
+    handed = ("import json, sys\nfrom inference_wall.lock import writer_lock\n"
+              f"with writer_lock({str(tmp_path)!r}, handed_over=json.loads(sys.argv[1])): print('child ok')")
+    unhanded = f"from inference_wall.lock import writer_lock\nwith writer_lock({str(tmp_path)!r}): print('took it')"
+    parent = (f"import json, subprocess, sys\nfrom inference_wall.lock import writer_lock\n"
+              f"with writer_lock({str(tmp_path)!r}) as note:\n"
+              f"    a = subprocess.run([sys.executable, '-c', {handed!r}, json.dumps(note)], capture_output=True, text=True)\n"
+              f"    b = subprocess.run([sys.executable, '-c', {unhanded!r}], capture_output=True, text=True)\n"
+              f"print(a.stdout.strip(), '|', b.returncode, b.stderr.strip().splitlines()[-1])")
     res = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, env=ENV, timeout=60)
-    assert res.returncode == 0 and "child ok" in res.stdout, res.stderr
+    assert res.returncode == 0, res.stderr
+    handed_out, refused = res.stdout.split("|")
+    assert handed_out.strip() == "child ok"
+    assert refused.strip().startswith("1 ") and "RigBusy" in refused and "is being written by pid" in refused
+
+
+def test_a_handed_over_lock_its_holder_no_longer_holds_is_refused(tmp_path):
+    with writer_lock(tmp_path) as note:
+        pass
+    with pytest.raises(RigBusy, match=f"pid {os.getpid()} handed over is no longer held"):
+        with writer_lock(tmp_path, "part 3 on rig r", handed_over=note):
+            pass
 
 
 def test_the_unwritable_folder_advice_keeps_the_rigs_profile(tmp_path):

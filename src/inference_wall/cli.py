@@ -9,54 +9,13 @@ import json
 import os
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from .errors import UserError
-from .schema import PARTS
+from .runrequest import RunRequest, parse_overrides, parts_help
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _parts_help() -> str:
-    return ", ".join(f"{n} ({name})" for n, name in PARTS.items())
-
-
-def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--part", required=True, help=f"the part to run: {_parts_help()}")
-    p.add_argument("--rig", required=True,
-                   help="rig name: 1-40 lowercase letters, digits, '-' (e.g. my-a10g); a profile in "
-                        "data/rigs/NAME.json is optional and holds the rig's deviations from a stock server")
-    p.add_argument("--model-source", choices=["dummy", "hub"], default=None,
-                   help="dummy: the preset's shapes with random weights (--load-format dummy, same bytes per "
-                        "step); hub: real weights from the Hugging Face hub (needs network). Default: the rig "
-                        "profile's, else dummy")
-    p.add_argument("--points", nargs="+", default=None, metavar="POINT",
-                   help="run only these points (folder names; see `plan`); default: every point not yet complete")
-    p.add_argument("--budget-min", type=float, default=None,
-                   help="stop cleanly before a point that would end later than this many minutes after the "
-                        "start; rerun the same command to resume")
-    p.add_argument("--python", default=None,
-                   help="interpreter that imports vllm (default: $VLLM_PYTHON, else .venv-vllm/bin/python, else "
-                        "this one)")
-    p.add_argument("--data-dir", type=Path, default=REPO / "data", help="data folder (default: the repo's data/)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
-                   help="override a part parameter, e.g. --set 'caps=[1,4]' (see `plan --part N --rig R`)")
-    p.add_argument("--redo-changed", action="store_true",
-                   help="make again the complete points whose recorded settings (workload, flags, model, passes) "
-                        "differ from this plan's; without it such a point is refused, naming the difference")
-
-
-def _overrides(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UserError(f"--set needs KEY=JSON, got {item!r}")
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            raise UserError(f"--set {key}: value {value!r} is not JSON (quote strings: {key}='\"x\"')")
-    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,15 +28,15 @@ def build_parser() -> argparse.ArgumentParser:
                                      "runs the part's sweep (resuming: complete points are kept), then renders its "
                                      "tables and figures from the data. The executed notebook is written to "
                                      "_build/reproduce/.")
-    _add_run_options(rep)
+    RunRequest.add_cli_args(rep)
     rep.add_argument("--output", type=Path, default=None, help="where to write the executed notebook")
 
     sw = sub.add_parser("sweep", help="run a part's sweep directly, without the notebook")
-    _add_run_options(sw)
+    RunRequest.add_cli_args(sw)
     sw.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     pl = sub.add_parser("plan", help="list a part's points and parameters for a rig, and which are complete")
-    pl.add_argument("--part", required=True, help=f"the part: {_parts_help()}")
+    pl.add_argument("--part", required=True, help=f"the part: {parts_help()}")
     pl.add_argument("--rig", required=True, help="rig name")
     pl.add_argument("--data-dir", type=Path, default=REPO / "data")
     pl.add_argument("--set", action="append", default=[], metavar="KEY=JSON")
@@ -163,43 +122,18 @@ def _dispatch(args) -> int:
     if args.command == "migrate-records":
         return _migrate_records(args)
     if args.command == "plan":
-        from . import parts
-        from .store import rig_dir
-        from .sweep import point_status
-
-        if args.points and not args.dry_run:
-            raise UserError("plan --points lists points only with --dry-run (plan without it lists every point)")
-        if args.dry_run:
-            for line in parts.dry_run(args.part, args.rig, args.data_dir, _overrides(args.set), args.points):
-                print(line)
-            return 0
-        params = parts.parameters(args.part, args.rig, args.data_dir, _overrides(args.set))
-        plans = parts.plan(args.part, args.rig, args.data_dir, _overrides(args.set))
-        status = point_status(rig_dir(args.part, args.rig, args.data_dir), [p.name for p in plans])
-        for name, diffs in _changed(args, plans, params).items():
-            status[name] = f"complete, made otherwise ({diffs[0]}{'; ...' if len(diffs) > 1 else ''})"
-        for line in _plan_header(args, params, plans):
-            print(line)
-        print(json.dumps(_shown_params(args, params), indent=1))
-        for p in plans:
-            print(f"{p.name:20s} session={p.session:16s} max_num_seqs={p.max_num_seqs:<4d} {status[p.name]}")
-        return 0
-    if getattr(args, "redo_changed", False):
-        from .sweep import REDO_CHANGED_ENV
-
-        os.environ[REDO_CHANGED_ENV] = "1"  # the sweep reads it, in this process or in the notebook's kernel
+        return _plan(args)
     if args.command == "sweep":
-        with _writer(args):
+        request = RunRequest.from_cli_args(args)
+        with _writer(request) as holder:
             from . import parts
 
-            _check_machine(args)
-            report = parts.run(args.part, args.rig, args.data_dir, args.model_source, args.points, args.budget_min,
-                               args.python, _overrides(args.set), progress=not args.no_progress)
-        return _report(report)
+            request = _check_machine(replace(request, lock_holder=holder))
+            return _report(parts.run_request(request, progress=not args.no_progress))
     if args.command == "reproduce":
-        with _writer(args):
-            _check_machine(args)
-            return _reproduce(args)
+        request = RunRequest.from_cli_args(args)
+        with _writer(request) as holder:
+            return _reproduce(_check_machine(replace(request, lock_holder=holder)), args.output)
     raise AssertionError(args.command)
 
 
@@ -232,125 +166,87 @@ def _migrate_records(args) -> int:
     return 1 if left else 0
 
 
-def _writer(args):
-    """Validate everything a run needs before anything slow, then take the part and rig's writer lock (which
-    also proves the rig folder can be written): a second writer exits at once, naming the first."""
+def _plan(args) -> int:
+    """plan: the part's points for the rig (their status, and what a run would send with --dry-run)."""
+    from . import parts
+    from .store import part_name
+    from .sweep import point_status
+
+    if args.points and not args.dry_run:
+        raise UserError("plan --points lists points only with --dry-run (plan without it lists every point)")
+    overrides = parse_overrides(args.set)
+    if args.dry_run:
+        for line in parts.dry_run(args.part, args.rig, args.data_dir, overrides, args.points):
+            print(line)
+        return 0
+    request = RunRequest(part_name(args.part), args.rig, args.data_dir, overrides=overrides)
+    run = parts.planned(request)
+    status = point_status(request.rig_dir, [p.name for p in run.plans])
+    for name, diffs in parts.changed(run, request.rig_dir).items():
+        status[name] = f"complete, made otherwise ({diffs[0]}{'; ...' if len(diffs) > 1 else ''})"
+    for line in _plan_header(request, run):
+        print(line)
+    print(json.dumps(_shown_params(run), indent=1))
+    for p in run.plans:
+        print(f"{p.name:20s} session={p.session:16s} max_num_seqs={p.max_num_seqs:<4d} {status[p.name]}")
+    return 0
+
+
+def _writer(request: RunRequest):
+    """The part and rig's writer lock, taken once for the whole run (which also proves the rig folder can be
+    written): a second writer exits at once, naming the first."""
     from .lock import writer_lock
-    from .rig import load_profile
-    from .store import check_run_rig, part_name, rig_dir
-    from .sweep import check_budget
 
-    name = part_name(args.part)
-    check_run_rig(args.rig)
-    overrides = _overrides(args.set)
-    profile = load_profile(args.rig, args.data_dir)  # checked against its schema (and its overrides' part names)
-    check_budget(args.budget_min)
-    from . import parts
-    from .sweep import refuse_changed
-
-    for part in profile.overrides:  # a misspelled parameter of any part in the profile, not only this one's
-        parts.parameters(part, args.rig, args.data_dir)
-    params = parts.parameters(args.part, args.rig, args.data_dir, overrides)  # unknown --set keys
-    plans = parts.plan(args.part, args.rig, args.data_dir, overrides)
-    if args.points:
-        valid = [p.name for p in plans]
-        unknown = [p for p in args.points if p not in valid]
-        if unknown:
-            raise UserError(f"unknown point(s) {', '.join(unknown)} for part {name}; valid: {', '.join(valid)}")
-        plans = [p for p in plans if p.name in args.points]
-    if not args.redo_changed:  # before any model is prepared or server started
-        refuse_changed(_changed(args, plans, params), rig_dir(args.part, args.rig, args.data_dir))
-    _check_python(args.python)
-    return writer_lock(rig_dir(args.part, args.rig, args.data_dir), f"part {name} on rig {args.rig}")
+    return writer_lock(request.rig_dir, f"part {request.part} on rig {request.rig}")
 
 
-def _check_python(python: str | None) -> None:
-    """--python names an interpreter that exists and finds vllm (without importing it: a second at most)."""
-    import shutil
-
-    from .gpuenv import has_vllm
-
-    if python is None:
-        return
-    exe = shutil.which(python)
-    if exe is None:
-        raise UserError(f"--python {python}: no such executable (give the interpreter of a venv with vLLM, e.g. "
-                        f".venv-vllm/bin/python)")
-    if not has_vllm(exe):
-        raise UserError(f"--python {python}: this interpreter cannot import vllm (make vllm-cpu builds "
-                        f".venv-vllm/bin/python; make vllm-gpu builds .venv-vllm-gpu/bin/python)")
-
-
-def _changed(args, plans, params: dict) -> dict[str, list[str]]:
-    """The complete points of the part and rig that this plan would make otherwise (sweep.changed_points)."""
-    from . import parts
-    from .bench import Workload
-    from .rig import load_profile
-    from .store import rig_dir
-    from .sweep import SettingsSource, changed_points
-
-    profile = load_profile(args.rig, args.data_dir)
-    if getattr(args, "model_source", None):
-        profile.model_source = args.model_source
-    src = SettingsSource(list(parts.SERVE_ARGS), dict(parts.SERVER_ENV), profile,
-                         Workload(params["input_len"], params["output_len"]))
-    return changed_points(plans, rig_dir(args.part, args.rig, args.data_dir), src)
-
-
-def _check_machine(args) -> None:
+def _check_machine(request: RunRequest) -> RunRequest:
     """After the cheap checks and the lock, before any server: the rig's model preset exists, this machine can
-    run the rig (a GPU rig needs an NVIDIA GPU), and a GPU rig's vLLM defaults to .venv-vllm-gpu once built."""
-    from . import gpuenv
+    run the rig (a GPU rig needs an NVIDIA GPU); a GPU rig's vLLM defaults to .venv-vllm-gpu once built."""
+    from . import gpuenv, parts
     from .modelkit import preset_dir
-    from .rig import load_profile
+    from .store import part_number
 
-    from . import parts
-
-    profile = load_profile(args.rig, args.data_dir)
-    preset_dir(profile.model_preset, args.data_dir)
-    params = parts.parameters(args.part, args.rig, args.data_dir, _overrides(args.set))
-    gpuenv.check_machine(profile, part=args.part, gpus_needed=parts.protocol_of(args.part).gpus_needed(params))
-    if args.python is None:
-        args.python = gpuenv.gpu_vllm_python(profile)
+    profile, params = request.planned.profile, request.planned.params
+    preset_dir(profile.model_preset, request.data_dir)
+    gpuenv.check_machine(profile, part=part_number(request.part),  # named as make's PART= in its advice
+                         gpus_needed=parts.protocol_of(request.part).gpus_needed(params))
+    return request if request.python else replace(request, python=gpuenv.gpu_vllm_python(profile))
 
 
-def _shown_params(args, params: dict) -> dict:
+def _shown_params(run) -> dict:
     """The part's parameters with the profile's secret values scrubbed (an override could echo one)."""
     from .redact import redact_record, secret_values
-    from .rig import load_profile
 
-    profile = load_profile(args.rig, args.data_dir)
-    return redact_record(params, secret_values(profile.env, profile.serve_args))
+    return redact_record(run.params, secret_values(run.profile.env, run.profile.serve_args))
 
 
-def _plan_header(args, params: dict, plans) -> list[str]:
+def _plan_header(request: RunRequest, run) -> list[str]:
     """What `plan` prints before the parameters: the profile, the model(s) and, where known, the KV pool and
     its admission limit for the part's requests."""
     from . import parts
     from .modelkit import read_preset
-    from .rig import load_profile
-
     from .rig import shown
 
-    real = load_profile(args.rig, args.data_dir)
+    real, params, plans = run.profile, run.params, run.plans
     profile = shown(real)  # no secret of the profile is printed
-    name = parts.module(args.part).NAME
-    lines = [f"part {name} on rig {args.rig}"]
+    name = request.part
+    lines = [f"part {name} on rig {request.rig}"]
     if profile.has_profile:
-        path = (Path(args.data_dir) / "rigs" / f"{args.rig}.json").resolve()
+        path = (Path(request.data_dir) / "rigs" / f"{request.rig}.json").resolve()
         lines.append(f"profile: {path.relative_to(REPO) if path.is_relative_to(REPO) else path}"
                      + (f": {profile.description}" if profile.description else ""))
         if profile.serve_args:
             lines.append(f"  extra vllm serve flags: {' '.join(profile.serve_args)}")
     else:
-        lines.append(f"profile: none (a stock vLLM server; data/rigs/{args.rig}.json would hold the rig's deviations)")
+        lines.append(f"profile: none (a stock vLLM server; data/rigs/{request.rig}.json would hold the rig's deviations)")
     presets = list(dict.fromkeys(p.preset or profile.model_preset for p in plans)) or [profile.model_preset]
     for preset in presets:
-        hub = read_preset(preset, args.data_dir).get("hub_id")
+        hub = read_preset(preset, request.data_dir).get("hub_id")
         weights = "dummy weights of its shapes" if profile.model_source == "dummy" else f"weights from the hub ({hub})"
         lines.append(f"model: preset {preset} (data/models/{preset}; {hub or 'no hub checkpoint'}), {weights}")
     tokens = (params.get("input_len") or 0) + (params.get("output_len") or 0)
-    for preset, pool in parts.rig_pools(name, real, params, args.data_dir).items():
+    for preset, pool in parts.rig_pools(name, real, params, request.data_dir).items():
         if pool is None:
             lines.append(f"KV pool ({preset}): not known yet (read from the log of the rig's first server start)")
             continue
@@ -361,29 +257,32 @@ def _plan_header(args, params: dict, plans) -> list[str]:
 
 
 def _report(report) -> int:
-    print(f"done {len(report.done)}, already complete {len(report.skipped)}, left for a later run "
-          f"{len(report.pending)}, failed {len(report.failed)}"
-          + (f"; server starts (s): {', '.join(f'{s:.0f}' for s in report.server_starts_s)}" if report.server_starts_s else ""))
-    if report.pending:
-        print("stopped at the time budget; rerun the same command to resume: " + ", ".join(report.pending))
-        return 3
-    return 0
+    """The sweep's summary; its exit status: 3 when points were left for a later run (time budget)."""
+    for line in report.summary():
+        print(line)
+    return 3 if report.pending else 0
 
 
-def _reproduce(args) -> int:
+def _notebook_parameters(request: RunRequest) -> dict:
+    """The papermill parameters of a part's notebook in run mode: the request whole, and the page's own (the rig it
+    shows and the data it reads), from the same request."""
+    return {"mode": "run", "rigs": [request.rig], "run_rig": request.rig, "data_dir": str(request.data_dir),
+            "run_request": request.to_params()}
+
+
+def _reproduce(request: RunRequest, output: Path | None) -> int:
     import papermill
 
-    from .store import part_name
+    from .sweep import SweepReport
 
-    name = part_name(args.part)
-    notebook = REPO / "notebooks" / f"{name}.md"
-    out = args.output or REPO / "_build" / "reproduce" / f"{name}-{args.rig}.ipynb"
+    notebook = REPO / "notebooks" / f"{request.part}.md"
+    out = output or REPO / "_build" / "reproduce" / f"{request.part}-{request.rig}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
-    params = {"mode": "run", "rigs": [args.rig], "run_rig": args.rig, "data_dir": str(args.data_dir.resolve()),
-              "model_source": args.model_source, "points": args.points, "budget_min": args.budget_min,
-              "vllm_python": args.python, "overrides": _overrides(args.set)}
+    report_path = out.with_name(out.name + ".report.json")  # the kernel writes the sweep's report here
+    report_path.unlink(missing_ok=True)
+    params = _notebook_parameters(replace(request, report_path=str(report_path)))
     nb = _load_notebook(notebook)
-    _page_files_beside(args.data_dir)
+    _page_files_beside(request.data_dir)
     with _KernelSignals() as signals:
         try:
             signals.run(lambda: papermill.execute_notebook(
@@ -399,7 +298,12 @@ def _reproduce(args) -> int:
               f"complete points are kept; rerun the same command to resume", file=sys.stderr)
         return 128 + signals.received
     print(f"executed notebook: {out}")
-    return _left_over(args)
+    try:
+        report = SweepReport.from_dict(json.loads(report_path.read_text()))
+    except (OSError, ValueError, TypeError) as e:
+        raise UserError(f"notebook {notebook.name} ran but its sweep report {report_path} cannot be read ({e}); "
+                        f"`plan --part {request.part} --rig {request.rig}` shows which points are complete") from None
+    return _report(report)
 
 
 def _page_files_beside(data_dir: Path) -> None:
@@ -483,21 +387,6 @@ class _KernelSignals:
         else:
             os.environ[STOP_ENV] = self._env_before
         self._stop.unlink(missing_ok=True)
-
-
-def _left_over(args) -> int:
-    """The sweep's exit status after a notebook run: 3 when points were left for a later run (time budget)."""
-    from . import parts
-    from .store import rig_dir
-    from .sweep import point_status
-
-    plans = parts.plan(args.part, args.rig, args.data_dir, _overrides(args.set))
-    names = [p.name for p in plans if not args.points or p.name in args.points]
-    left = [n for n, s in point_status(rig_dir(args.part, args.rig, args.data_dir), names).items() if s != "complete"]
-    if left:
-        print("stopped at the time budget; rerun the same command to resume: " + ", ".join(left))
-        return 3
-    return 0
 
 
 def _load_notebook(path: Path):

@@ -2,8 +2,9 @@
 
 The lock is the kernel's: it goes with its holder's process, so a lock left by a killed command is free
 again and the next one takes it over (its stale note is simply overwritten). The note (pid, host, the
-holder's start time and command) is only for the message a second writer gets. A holder's children
-(the notebook kernel that `reproduce` starts) write under their ancestor's lock.
+holder's start time and command) names the holder in the message a second writer gets, and is what a holder
+hands over to the process it runs the work in (`reproduce` to its notebook's kernel, in the run request): that
+process checks the note is still the folder's and takes no lock of its own.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from .redact import redact_argv
 
 LOCK_FILE = ".writer.lock"
 HOLDER_FILE = ".writer.json"
-_held: set[str] = set()  # folders this process holds (the sweep inside a locked CLI command re-enters)
+_held: set[str] = set()  # folders this process holds (a nested writer_lock of one of them re-enters)
 
 
 class RigBusy(UserError):
@@ -70,14 +71,13 @@ def _process_started(pid: int) -> float | None:
         return None
 
 
-def _held_by_an_ancestor(holder: dict | None) -> bool:
-    if not holder or holder.get("host") != platform.node():
+def _still_holds(folder: Path, note: dict) -> bool:
+    """Whether the holder `note` names (a process of this host, started when the note says) still holds the lock."""
+    now = read_holder(folder)
+    if not now or any(now.get(k) != note.get(k) for k in ("pid", "host", "acquired")) or note["host"] != platform.node():
         return False
-    try:
-        return any(p.pid == holder.get("pid") and abs(p.create_time() - (holder.get("process_started") or 0)) < 1
-                   for p in psutil.Process().parents())
-    except psutil.Error:
-        return False
+    started = _process_started(note["pid"])
+    return started is not None and abs(started - (note.get("process_started") or 0)) < 1
 
 
 def describe(holder: dict | None) -> str:
@@ -89,12 +89,22 @@ def describe(holder: dict | None) -> str:
 
 
 @contextmanager
-def writer_lock(folder: Path, what: str | None = None):
-    """Hold the writer lock of `folder` (a part's rig folder) for the block; a second writer gets RigBusy at once."""
-    folder = check_writable(Path(folder))
+def writer_lock(folder: Path, what: str | None = None, handed_over: dict | None = None):
+    """Hold the writer lock of `folder` (a part's rig folder) for the block, yielding its holder note; a second
+    writer gets RigBusy at once. With `handed_over`, the note of a holder that runs its work in this process (or a
+    child of it), no lock is taken: the note must still be the folder's holder's."""
+    folder = Path(folder)
+    if handed_over is not None:
+        if not _still_holds(folder, handed_over):
+            raise RigBusy(f"{what or folder}: the writer lock that pid {handed_over.get('pid')} handed over is no "
+                          f"longer held by it (now: {describe(read_holder(folder))}); rerun the command (complete "
+                          f"points are kept)")
+        yield handed_over
+        return
+    folder = check_writable(folder)
     key = str(folder.resolve())
-    if key in _held or _held_by_an_ancestor(read_holder(folder)):
-        yield
+    if key in _held:
+        yield read_holder(folder)
         return
     lock = FileLock(str(folder / LOCK_FILE), timeout=0)
     try:
@@ -109,7 +119,7 @@ def writer_lock(folder: Path, what: str | None = None):
     os.replace(tmp, folder / HOLDER_FILE)
     _held.add(key)
     try:
-        yield
+        yield note
     finally:
         _held.discard(key)
         (folder / HOLDER_FILE).unlink(missing_ok=True)

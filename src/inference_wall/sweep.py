@@ -37,7 +37,7 @@ from .redact import redact_argv, redact_record, redact_server_info, scrub_files,
 from .rig import RigProfile
 from .server import (ServerSpec, TerminateAsInterrupt, VllmServer, api_keys, session_dir, shared_machine_warning,
                      stop_requested)
-from .store import (artefact_records, check_run_rig, compress_large, fresh_point_dir, is_complete,
+from .store import (artefact_records, compress_large, fresh_point_dir, is_complete,
                     request_throughput, write_failed, write_json_atomic)
 
 WARMUP_SEED = 10_000
@@ -96,12 +96,11 @@ class SweepContext:
     server_env: dict[str, str] = field(default_factory=dict)  # the part's server environment
     extra_manifest: dict = field(default_factory=dict)
     # A complete point made with other settings than the plan's is refused (one line naming the difference);
-    # with redo_changed it is made again. The CLI's --redo-changed sets IW_REDO_CHANGED=1 (it reaches the
-    # notebook's kernel too).
-    redo_changed: bool = field(default_factory=lambda: os.environ.get(REDO_CHANGED_ENV) == "1")
-
-
-REDO_CHANGED_ENV = "IW_REDO_CHANGED"
+    # with redo_changed (--redo-changed) it is made again.
+    redo_changed: bool = False
+    # The note of the writer lock a caller took for the whole run (lock.writer_lock's): the sweep checks it and
+    # takes no lock of its own. None: the sweep takes the lock.
+    lock_holder: dict | None = None
 
 
 @dataclass
@@ -115,6 +114,22 @@ class SweepReport:
     @property
     def finished(self) -> bool:
         return not self.pending and not self.failed
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, record: dict) -> SweepReport:
+        return cls(**record)
+
+    def summary(self) -> list[str]:
+        """What the sweep did, in a line, and a second one naming the points left for a later run."""
+        starts = ", ".join(f"{s:.0f}" for s in self.server_starts_s)
+        lines = [f"done {len(self.done)}, already complete {len(self.skipped)}, left for a later run "
+                 f"{len(self.pending)}, failed {len(self.failed)}" + (f"; server starts (s): {starts}" if starts else "")]
+        if self.pending:
+            lines.append("stopped at the time budget; rerun the same command to resume: " + ", ".join(self.pending))
+        return lines
 
 
 class SweepFailed(UserError):
@@ -147,8 +162,7 @@ def run_sweep(plans: list[PointPlan], ctx: SweepContext) -> SweepReport:
     names = [p.name for p in plans]
     if len(set(names)) != len(names):
         raise ValueError("duplicate point names in plan")
-    check_run_rig(ctx.rig.name)
-    with writer_lock(ctx.rig_dir, f"part {ctx.part} on rig {ctx.rig.name}"):
+    with writer_lock(ctx.rig_dir, f"part {ctx.part} on rig {ctx.rig.name}", handed_over=ctx.lock_holder):
         return _run_sweep_locked(plans, names, ctx)
 
 

@@ -1,16 +1,20 @@
-"""What each part runs: its default parameters and its plan of points. `run` is what `make reproduce` calls."""
+"""What each part runs: its default parameters and its plan of points. `run_request` is what `make reproduce`'s
+notebook (notebook_run) and the `sweep` command call."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..bench import Workload
 from ..errors import UserError
 from ..modelkit import model_spec, prepare_model
-from ..rig import capture, load_profile
+from ..rig import RigProfile, capture, load_profile
+from ..runrequest import RunRequest
 from ..server import vllm_python
-from ..store import REPO, part_name, rig_dir
-from ..sweep import SweepContext, SweepReport, dry_run_lines, run_sweep
+from ..store import DATA_DIR, REPO, check_run_rig, part_name, rig_dir, write_json_atomic
+from ..sweep import (PointPlan, SettingsSource, SweepContext, SweepReport, changed_points, dry_run_lines,
+                     run_sweep)
 from . import p00, p01, p02, p03, p04, p05, p06
 from .protocol import Part
 
@@ -30,18 +34,27 @@ def protocol_of(part) -> Part:
     return module(part).PART
 
 
-def parameters(part, rig: str, data_dir: Path | None = None, overrides: dict | None = None) -> dict:
+def _parameters(spec: Part, profile, overrides: dict | None = None) -> dict:
     """The part's defaults, then the rig profile's overrides, then the caller's; unknown keys are errors."""
-    spec = protocol_of(part)
-    profile = load_profile(rig, data_dir)
     params = dict(spec.defaults)
-    for source, extra in (("rig profile " + rig, profile.for_part(spec.name)), ("parameters", overrides or {})):
+    for source, extra in (("rig profile " + profile.name, profile.for_part(spec.name)), ("parameters", overrides or {})):
         unknown = set(extra) - set(params)
         if unknown:
             raise UserError(f"{source}: unknown parameter(s) {sorted(unknown)} for part {spec.name}; "
                             f"known: {', '.join(sorted(params))}")
         params.update({k: v for k, v in extra.items() if v is not None})
     return params
+
+
+def parameters(part, rig: str, data_dir: Path | None = None, overrides: dict | None = None) -> dict:
+    """The part's defaults, then the rig profile's overrides, then the caller's; unknown keys are errors."""
+    return _parameters(protocol_of(part), load_profile(rig, data_dir), overrides)
+
+
+def check_profile_overrides(profile) -> None:
+    """A rig profile's overrides name only known parameters, of every part it overrides (not only the one run)."""
+    for part in profile.overrides:
+        _parameters(protocol_of(part), profile)
 
 
 def rig_pools(part, profile, params: dict, data_dir: Path | None = None) -> dict:
@@ -62,38 +75,77 @@ def _plan(mod, params: dict, profile, data_dir: Path | None = None):
 def plan(part, rig: str, data_dir: Path | None = None, overrides: dict | None = None):
     mod = module(part)
     profile = load_profile(rig, data_dir)
-    return _plan(mod, parameters(part, rig, data_dir, overrides), profile, data_dir)
+    return _plan(mod, _parameters(mod.PART, profile, overrides), profile, data_dir)
+
+
+def _asked(plans: list[PointPlan], points, part: str) -> list[PointPlan]:
+    """The plan's points that `points` names, in the asked order; every point without `points`."""
+    if not points:
+        return plans
+    valid = [p.name for p in plans]
+    unknown = [p for p in points if p not in valid]
+    if unknown:
+        raise UserError(f"unknown point(s) {', '.join(unknown)} for part {part}; valid: {', '.join(valid)}")
+    return sorted((p for p in plans if p.name in points), key=lambda p: list(points).index(p.name))
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """A run request's plan: the rig's profile (with the request's model source), the part's parameters, and the
+    points asked for, in the asked order."""
+    profile: RigProfile
+    params: dict
+    plans: list[PointPlan]
+
+
+def planned(request: RunRequest, profile: RigProfile | None = None) -> PlannedRun:
+    """The plan of `request` (its rig's `profile`, loaded here when not given)."""
+    mod = module(request.part)
+    profile = profile or load_profile(request.rig, request.data_dir)
+    if request.model_source:
+        if request.model_source not in MODEL_SOURCES:
+            raise UserError(f"unknown model source {request.model_source!r}; valid: {', '.join(MODEL_SOURCES)}")
+        profile = replace(profile, model_source=request.model_source)
+    params = _parameters(mod.PART, profile, request.overrides)
+    plans = _asked(_plan(mod, params, profile, request.data_dir), request.points, mod.NAME)
+    return PlannedRun(profile, params, plans)
+
+
+def settings_source(profile, params: dict) -> SettingsSource:
+    """What, besides a point, shapes how the part's points are made (sweep.SettingsSource)."""
+    return SettingsSource(list(SERVE_ARGS), dict(SERVER_ENV), profile, Workload(params["input_len"], params["output_len"]))
+
+
+def changed(run: PlannedRun, folder: Path) -> dict[str, list[str]]:
+    """The complete points in `folder` that this plan would make otherwise (sweep.changed_points)."""
+    return changed_points(run.plans, folder, settings_source(run.profile, run.params))
 
 
 def run(part, rig: str, data_dir: Path | None = None, model_source: str | None = None,
         points: list[str] | None = None, budget_min: float | None = None, python: str | None = None,
         overrides: dict | None = None, progress: bool = True, measure_bandwidth: bool = True) -> SweepReport:
     """Run (or resume) part `part` on rig `rig`: every point not yet complete, within the time budget."""
-    mod = module(part)
-    profile = load_profile(rig, data_dir)
-    if model_source:
-        if model_source not in MODEL_SOURCES:
-            raise UserError(f"unknown model source {model_source!r}; valid: {', '.join(MODEL_SOURCES)}")
-        profile.model_source = model_source
-    params = parameters(part, rig, data_dir, overrides)
-    plans = _plan(mod, params, profile, data_dir)
-    if points:
-        valid = [p.name for p in plans]
-        unknown = [p for p in points if p not in valid]
-        if unknown:
-            raise UserError(f"unknown point(s) {', '.join(unknown)} for part {mod.NAME}; valid: {', '.join(valid)}")
-        plans = sorted((p for p in plans if p.name in points), key=lambda p: points.index(p.name))  # asked order
-    python = vllm_python(python)
+    request = RunRequest(part_name(part), check_run_rig(rig), Path(data_dir or DATA_DIR), model_source,
+                         tuple(points) if points else None, budget_min, python, dict(overrides or {}))
+    return run_request(request, progress=progress, measure_bandwidth=measure_bandwidth)
+
+
+def run_request(request: RunRequest, progress: bool = True, measure_bandwidth: bool = True) -> SweepReport:
+    """Run (or resume) what `request` asks for, planned once (the plan validating it built, where it has one)."""
+    run_plan = request.planned or planned(request)
+    profile, params, plans = run_plan.profile, run_plan.params, run_plan.plans
+    python = vllm_python(request.python)
     presets = {p.preset or profile.model_preset for p in plans}
     models = {pre: prepare_model(pre, REPO / "_build" / "models" / f"{pre}-{profile.model_source}",
-                                 source=profile.model_source, data_dir=data_dir) for pre in presets}
+                                 source=profile.model_source, data_dir=request.data_dir) for pre in presets}
     rig_info = capture(python, bandwidth=measure_bandwidth, env=profile.env)
     rig_info["captured"] = time.time()
-    ctx = SweepContext(part=mod.NAME, rig=profile, rig_dir=rig_dir(mod.NAME, rig, data_dir), python=python,
+    ctx = SweepContext(part=request.part, rig=profile, rig_dir=request.rig_dir, python=python,
                        models=models, workload=Workload(params["input_len"], params["output_len"]),
-                       rig_info=rig_info, budget_s=budget_min * 60 if budget_min else None,
+                       rig_info=rig_info, budget_s=request.budget_min * 60 if request.budget_min else None,
                        serve_args=list(SERVE_ARGS), server_env=dict(SERVER_ENV), progress=progress,
-                       extra_manifest={"parameters": params})
+                       extra_manifest={"parameters": params}, redo_changed=request.redo_changed,
+                       lock_holder=request.lock_holder)
     return run_sweep(plans, ctx)
 
 
@@ -107,17 +159,10 @@ def dry_run(part, rig: str, data_dir: Path | None = None, overrides: dict | None
 
     mod = module(part)
     profile = load_profile(rig, data_dir)
-    params = parameters(part, rig, data_dir, overrides)
+    params = _parameters(mod.PART, profile, overrides)
     plans = _plan(mod, params, profile, data_dir)
     folder = rig_dir(mod.NAME, rig, data_dir)
-    if points:
-        valid = [p.name for p in plans]
-        unknown = [p for p in points if p not in valid]
-        if unknown:
-            raise UserError(f"unknown point(s) {', '.join(unknown)} for part {mod.NAME}; valid: {', '.join(valid)}")
-        plans = sorted((p for p in plans if p.name in points), key=lambda p: points.index(p.name))
-    else:
-        plans = [p for p in plans if not is_complete(folder / p.name)]
+    plans = _asked(plans, points, mod.NAME) if points else [p for p in plans if not is_complete(folder / p.name)]
     if python is None:
         try:
             python = vllm_python(None)
@@ -162,18 +207,20 @@ def unfinished_note(part, data_dir: Path | None = None, rigs: list[str] | None =
             f"`make reproduce PART={number} RIG=<rig>` resumes them; complete points are kept.")
 
 
-def notebook_run(part, mode: str, run_rig: str | None, data_dir: Path | None = None, **kwargs) -> None:
-    """The run-mode cell of a part's notebook: run (or resume) the sweep for `run_rig`; replay does nothing."""
+def notebook_run(part, mode: str, request_params: dict | None) -> SweepReport | None:
+    """The run-mode cell of a part's notebook: run (or resume) the sweep that `make reproduce` asked for (its
+    RunRequest.to_params) and write its report where the request says; replay does nothing."""
     if mode == "replay":
-        return
+        return None
     if mode != "run":
         raise UserError(f"unknown mode {mode!r}; valid: replay, run")
-    if not run_rig:
-        raise UserError("mode='run' needs run_rig (the rig this machine is)")
-    report = run(part, run_rig, data_dir, **kwargs)
-    print(f"{module(part).NAME} on {run_rig}: done {len(report.done)}, already complete {len(report.skipped)}, "
-          f"left for a later run {len(report.pending)}"
-          + (f"; server start to healthy (s): {', '.join(f'{s:.0f}' for s in report.server_starts_s)}"
-             if report.server_starts_s else ""))
-    if report.pending:
-        print("stopped at the time budget; rerun the same command to resume: " + ", ".join(report.pending))
+    if not request_params:
+        raise UserError("mode='run' needs run_request (make reproduce builds it from its command line)")
+    request = RunRequest.from_params(request_params)
+    if request.part != module(part).NAME:
+        raise UserError(f"the run request is for part {request.part}, this notebook is part {module(part).NAME}")
+    report = run_request(request)
+    print(f"{request.part} on {request.rig}: " + "\n".join(report.summary()))
+    if request.report_path:
+        write_json_atomic(Path(request.report_path), report.to_dict())
+    return report

@@ -1,0 +1,131 @@
+"""One run request: what `reproduce` and `sweep` are asked to run, built once from the command line and validated
+once (as vLLM's benchmarks/sweep does with its Args dataclass: add_cli_args / from_cli_args), then handed whole
+to the notebook's kernel as one papermill parameter (to_params / from_params, which trusts it)."""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from .errors import UserError
+from .schema import PARTS
+from .store import DATA_DIR, check_run_rig, part_name, rig_dir
+
+
+def parts_help() -> str:
+    return ", ".join(f"{n} ({name})" for n, name in PARTS.items())
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """--set KEY=JSON items as {key: value}."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--set needs KEY=JSON, got {item!r}")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            raise UserError(f"--set {key}: value {value!r} is not JSON (quote strings: {key}='\"x\"')") from None
+    return out
+
+
+def check_python(python: str | None) -> None:
+    """--python names an interpreter that exists and finds vllm (without importing it: a second at most)."""
+    import shutil
+
+    from .gpuenv import has_vllm
+
+    if python is None:
+        return
+    exe = shutil.which(python)
+    if exe is None:
+        raise UserError(f"--python {python}: no such executable (give the interpreter of a venv with vLLM, e.g. "
+                        f".venv-vllm/bin/python)")
+    if not has_vllm(exe):
+        raise UserError(f"--python {python}: this interpreter cannot import vllm (make vllm-cpu builds "
+                        f".venv-vllm/bin/python; make vllm-gpu builds .venv-vllm-gpu/bin/python)")
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    part: str  # the part's folder name (store.part_name)
+    rig: str
+    data_dir: Path = DATA_DIR
+    model_source: str | None = None  # None: the rig profile's
+    points: tuple[str, ...] | None = None  # None: every point of the plan
+    budget_min: float | None = None
+    python: str | None = None  # the interpreter that imports vllm; None: server.vllm_python's default
+    overrides: dict = field(default_factory=dict)  # --set, parsed
+    redo_changed: bool = False
+    # Set by `reproduce` for its notebook's kernel: the note of the writer lock it holds for the whole run (the
+    # kernel's sweep checks it and takes no lock of its own), and the file the kernel writes the sweep's report to.
+    lock_holder: dict | None = None
+    report_path: str | None = None
+    # The plan that validating the request built (parts.PlannedRun), for a sweep in the same process; never handed over.
+    planned: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def rig_dir(self) -> Path:
+        return rig_dir(self.part, self.rig, self.data_dir)
+
+    @staticmethod
+    def add_cli_args(p: argparse.ArgumentParser) -> None:
+        from .store import REPO
+
+        p.add_argument("--part", required=True, help=f"the part to run: {parts_help()}")
+        p.add_argument("--rig", required=True,
+                       help="rig name: 1-40 lowercase letters, digits, '-' (e.g. my-a10g); a profile in "
+                            "data/rigs/NAME.json is optional and holds the rig's deviations from a stock server")
+        p.add_argument("--model-source", choices=["dummy", "hub"], default=None,
+                       help="dummy: the preset's shapes with random weights (--load-format dummy, same bytes per "
+                            "step); hub: real weights from the Hugging Face hub (needs network). Default: the rig "
+                            "profile's, else dummy")
+        p.add_argument("--points", nargs="+", default=None, metavar="POINT",
+                       help="run only these points (folder names; see `plan`); default: every point not yet complete")
+        p.add_argument("--budget-min", type=float, default=None,
+                       help="stop cleanly before a point that would end later than this many minutes after the "
+                            "start; rerun the same command to resume")
+        p.add_argument("--python", default=None,
+                       help="interpreter that imports vllm (default: $VLLM_PYTHON, else .venv-vllm/bin/python, else "
+                            "this one)")
+        p.add_argument("--data-dir", type=Path, default=REPO / "data", help="data folder (default: the repo's data/)")
+        p.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                       help="override a part parameter, e.g. --set 'caps=[1,4]' (see `plan --part N --rig R`)")
+        p.add_argument("--redo-changed", action="store_true",
+                       help="make again the complete points whose recorded settings (workload, flags, model, passes) "
+                            "differ from this plan's; without it such a point is refused, naming the difference")
+
+    @classmethod
+    def from_cli_args(cls, args: argparse.Namespace) -> RunRequest:
+        """The request the options ask for, validated before anything slow: the part, the rig's name and profile
+        (its overrides of every part), the time budget, --set's keys, the points, the complete points
+        this plan would make otherwise, and --python. Each problem is one UserError line."""
+        from . import parts
+        from .rig import load_profile
+        from .sweep import check_budget, refuse_changed
+
+        request = cls(part=part_name(args.part), rig=check_run_rig(args.rig), data_dir=Path(args.data_dir).resolve(),
+                      model_source=args.model_source, points=tuple(args.points) if args.points else None,
+                      budget_min=args.budget_min, python=args.python, overrides=parse_overrides(args.set),
+                      redo_changed=args.redo_changed)
+        profile = load_profile(request.rig, request.data_dir)  # checked against its schema
+        check_budget(request.budget_min)
+        parts.check_profile_overrides(profile)  # a misspelled parameter of any part in the profile, not only this one's
+        planned = parts.planned(request, profile)  # --set's keys, the points
+        if not request.redo_changed:  # before any model is prepared or server started
+            refuse_changed(parts.changed(planned, request.rig_dir), request.rig_dir)
+        check_python(request.python)
+        return replace(request, planned=planned)
+
+    def to_params(self) -> dict:
+        """The request as JSON-shaped values (a papermill parameter), without the plan."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "planned"}
+        return {**out, "data_dir": str(self.data_dir), "points": list(self.points) if self.points else None}
+
+    @classmethod
+    def from_params(cls, params: dict) -> RunRequest:
+        """The request to_params wrote, as it was validated (nothing is checked or parsed again)."""
+        return cls(**{**params, "data_dir": Path(params["data_dir"]),
+                      "points": tuple(params["points"]) if params.get("points") else None})
