@@ -324,6 +324,23 @@ def _refused_up_front(monkeypatch, capsys, argv) -> str:
     (["--set", "input_lem=64"], "unknown parameter(s) ['input_lem']"),
     (["--python", "/nonexistent/bin/python"], "--python /nonexistent/bin/python: no such executable"),
     (["--python", sys.executable], "cannot import vllm"),
+    # argparse's own errors, one line as every user error (they printed the usage first)
+    (["--budget-min", "abc"], "argument --budget-min: invalid float value: 'abc'"),
+    (["--points"], "argument --points: expected at least one argument"),
+    (["--model-source", "s3"], "argument --model-source: invalid choice: 's3'"),
+    (["--budget-min", "-5"], "--budget-min -5 is below what one point needs"),
+    (["--budget-min", "0"], "--budget-min 0 is below what one point needs"),
+    (["--part", "7"], "unknown part '7'; valid parts: 0 (00-inside-a-step)"),
+    (["--rig", "My_Rig"], "bad rig name 'My_Rig'"),
+    (["--set", "input_len=[64"], "--set input_len: value '[64' is not JSON"),
+    (["--set", "input_len"], "--set needs KEY=JSON, got 'input_len'"),
+    (["--set", 'input_len="64"'], "--set: input_len must be a number, not a string"),
+    # a value of the right kind that the plan cannot use: a traceback before
+    (["--set", 'decode_batches=["x"]'], "part 01-hit-the-wall cannot plan with these values (TypeError:"),
+    (["--part", "2", "--set", "prompt_lens=[]"], "part 02-prefill-freeze cannot plan with these values (ValueError:"),
+    # a plan of no point ran nothing and said "done 0"
+    (["--part", "6", "--set", "configs=[]"], "part 06-past-one-gpu on rig my-rig plans no point"),
+    (["--data-dir", __file__], f"--data-dir {__file__}: a file, not a folder"),
 ])
 def test_bad_run_options_are_refused_before_anything_starts(command, extra, named, tmp_path, monkeypatch, capsys):
     line = _refused_up_front(monkeypatch, capsys, [command, "--part", "1", "--rig", "my-rig", "--data-dir",

@@ -18,9 +18,16 @@ from .runrequest import RunRequest, parse_overrides, parts_help
 REPO = Path(__file__).resolve().parents[2]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's errors as one line (its own print the usage first), as every user error is."""
+
+    def error(self, message: str):
+        raise UserError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m inference_wall",
-                                 description="Run The Inference Wall's vLLM experiments and keep their raw artefacts.")
+    ap = _Parser(prog="python -m inference_wall",
+                 description="Run The Inference Wall's vLLM experiments and keep their raw artefacts.")
     sub = ap.add_subparsers(dest="command", required=True)
 
     rep = sub.add_parser("reproduce", help="run a part's notebook in run mode with papermill (what `make reproduce` does)",
@@ -86,12 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         if ARGS_FROM_ENV in argv:
             argv.remove(ARGS_FROM_ENV)
             argv += split_args(os.environ.get(ARGS_ENV, ""))
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-    args = build_parser().parse_args(argv)
-    try:
-        return _dispatch(args)
+        return _dispatch(build_parser().parse_args(argv))
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code

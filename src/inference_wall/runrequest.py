@@ -31,6 +31,38 @@ def parse_overrides(items: list[str]) -> dict:
     return out
 
 
+def _json_kind(value) -> str | None:
+    """The JSON kind of a parameter's value as --set compares it (ints and floats are both numbers)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, (list, tuple)) else "an object" if isinstance(value, dict) else None
+
+
+def override_kind_errors(defaults: dict, overrides: dict) -> list[str]:
+    """'KEY must be a list, not a string' for each override whose JSON kind differs from its default's (a default
+    of None takes anything)."""
+    out = []
+    for key, value in overrides.items():
+        want, have = _json_kind(defaults.get(key)), _json_kind(value)
+        if want and value is not None and want != have:
+            out.append(f"{key} must be {want}, not {have or type(value).__name__}")
+    return out
+
+
+def _data_folder(path: Path) -> Path:
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"--data-dir {path}: a file, not a folder (give the data folder that holds runs/, rigs/ and "
+                        f"models/, e.g. the repository's data/)")
+    return path.resolve()
+
+
 def check_python(python: str | None) -> None:
     """--python names an interpreter that exists and finds vllm (without importing it: a second at most)."""
     import shutil
@@ -46,6 +78,24 @@ def check_python(python: str | None) -> None:
     if not has_vllm(exe):
         raise UserError(f"--python {python}: this interpreter cannot import vllm (make vllm-cpu builds "
                         f".venv-vllm/bin/python; make vllm-gpu builds .venv-vllm-gpu/bin/python)")
+
+
+def _planned_with_overrides(request: RunRequest, profile):
+    """parts.planned, where a --set value of the right kind that the part's plan still cannot use (a list of
+    strings for a list of numbers) is one line naming the values, not a traceback."""
+    from . import parts
+
+    try:
+        planned = parts.planned(request, profile)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
+        if not request.overrides:
+            raise
+        raise UserError(f"--set {json.dumps(request.overrides)}: part {request.part} cannot plan with these values "
+                        f"({type(e).__name__}: {e})") from None
+    if not planned.plans:
+        raise UserError(f"part {request.part} on rig {request.rig} plans no point with these parameters (see "
+                        f"`plan --part {request.part} --rig {request.rig}`)")
+    return planned
 
 
 @dataclass(frozen=True)
@@ -100,20 +150,23 @@ class RunRequest:
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> RunRequest:
         """The request the options ask for, validated before anything slow: the part, the rig's name and profile
-        (its overrides of every part), the time budget, --set's keys, the points, the complete points
+        (its overrides of every part), the time budget, --set's keys and kinds, the points, the complete points
         this plan would make otherwise, and --python. Each problem is one UserError line."""
         from . import parts
         from .rig import load_profile
         from .sweep import check_budget, refuse_changed
 
-        request = cls(part=part_name(args.part), rig=check_run_rig(args.rig), data_dir=Path(args.data_dir).resolve(),
+        request = cls(part=part_name(args.part), rig=check_run_rig(args.rig), data_dir=_data_folder(args.data_dir),
                       model_source=args.model_source, points=tuple(args.points) if args.points else None,
                       budget_min=args.budget_min, python=args.python, overrides=parse_overrides(args.set),
                       redo_changed=args.redo_changed)
         profile = load_profile(request.rig, request.data_dir)  # checked against its schema
         check_budget(request.budget_min)
         parts.check_profile_overrides(profile)  # a misspelled parameter of any part in the profile, not only this one's
-        planned = parts.planned(request, profile)  # --set's keys, the points
+        kinds = override_kind_errors(parts.protocol_of(request.part).defaults, request.overrides)
+        if kinds:
+            raise UserError(f"--set: {'; '.join(kinds)} (see `plan --part {request.part} --rig {request.rig}`)")
+        planned = _planned_with_overrides(request, profile)
         if not request.redo_changed:  # before any model is prepared or server started
             refuse_changed(parts.changed(planned, request.rig_dir), request.rig_dir)
         check_python(request.python)
