@@ -131,6 +131,23 @@ def test_a_resume_refuses_a_complete_point_made_with_other_settings_and_redoes_i
         assert json.loads((ctx.rig_dir / name / "manifest.json").read_text())["workload"]["input_len"] == 16
 
 
+def test_a_crash_mid_sweep_loses_no_complete_point_and_the_rerun_redoes_the_one_without_a_manifest(fake_vllm_env):
+    """A crash between a point's artefacts and its manifest (written last) leaves a folder without one: the next run
+    makes that point again from an empty folder and keeps the complete point, byte for byte."""
+    tmp_path = fake_vllm_env
+    rig = RigProfile(name="fake", model_preset="tiny-dense")
+    ctx = _context(tmp_path, rig)
+    assert run_sweep(_plans(), ctx).done == ["p0", "p1"]
+    kept = _all_text(ctx.rig_dir / "p0")
+    (ctx.rig_dir / "p1" / "manifest.json").unlink()  # the crash: p1's artefacts written, its manifest not
+    (ctx.rig_dir / "p1" / "left-by-the-crash.txt").write_text("partial")
+    report = run_sweep(_plans(), _context(tmp_path, rig))
+    assert (report.done, report.skipped) == (["p1"], ["p0"])
+    assert _all_text(ctx.rig_dir / "p0") == kept
+    assert not (ctx.rig_dir / "p1" / "left-by-the-crash.txt").exists()
+    assert json.loads((ctx.rig_dir / "p1" / "manifest.json").read_text())["status"] == "complete"
+
+
 def test_a_run_on_another_machine_than_the_rigs_recorded_one_is_refused_before_a_server_starts(fake_vllm_env):
     tmp_path = fake_vllm_env
     rig = RigProfile(name="fake", model_preset="tiny-dense")
