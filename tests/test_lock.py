@@ -98,7 +98,8 @@ def test_a_holders_child_writes_under_the_lock_it_is_handed_and_takes_none_of_it
     unhanded = f"from inference_wall.lock import writer_lock\nwith writer_lock({str(tmp_path)!r}): print('took it')"
     parent = (f"import json, subprocess, sys\nfrom inference_wall.lock import writer_lock\n"
               f"with writer_lock({str(tmp_path)!r}) as note:\n"
-              f"    a = subprocess.run([sys.executable, '-c', {handed!r}, json.dumps(note)], capture_output=True, text=True)\n"
+              f"    a = subprocess.run([sys.executable, '-c', {handed!r}, json.dumps(note)], capture_output=True,\n"
+              f"                       text=True)\n"
               f"    b = subprocess.run([sys.executable, '-c', {unhanded!r}], capture_output=True, text=True)\n"
               f"print(a.stdout.strip(), '|', b.returncode, b.stderr.strip().splitlines()[-1])")
     res = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, env=ENV, timeout=60)

@@ -74,7 +74,7 @@ def _process_started(pid: int) -> float | None:
 def _still_holds(folder: Path, note: dict) -> bool:
     """Whether the holder `note` names (a process of this host, started when the note says) still holds the lock."""
     now = read_holder(folder)
-    if not now or any(now.get(k) != note.get(k) for k in ("pid", "host", "acquired")) or note["host"] != platform.node():
+    if not now or note.get("host") != platform.node() or any(now.get(k) != note.get(k) for k in ("pid", "acquired")):
         return False
     started = _process_started(note["pid"])
     return started is not None and abs(started - (note.get("process_started") or 0)) < 1

@@ -126,7 +126,8 @@ class SweepReport:
         """What the sweep did, in a line, and a second one naming the points left for a later run."""
         starts = ", ".join(f"{s:.0f}" for s in self.server_starts_s)
         lines = [f"done {len(self.done)}, already complete {len(self.skipped)}, left for a later run "
-                 f"{len(self.pending)}, failed {len(self.failed)}" + (f"; server starts (s): {starts}" if starts else "")]
+                 f"{len(self.pending)}, failed {len(self.failed)}"
+                 + (f"; server starts (s): {starts}" if starts else "")]
         if self.pending:
             lines.append("stopped at the time budget; rerun the same command to resume: " + ", ".join(self.pending))
         return lines

@@ -37,7 +37,8 @@ def protocol_of(part) -> Part:
 def _parameters(spec: Part, profile, overrides: dict | None = None) -> dict:
     """The part's defaults, then the rig profile's overrides, then the caller's; unknown keys are errors."""
     params = dict(spec.defaults)
-    for source, extra in (("rig profile " + profile.name, profile.for_part(spec.name)), ("parameters", overrides or {})):
+    for source, extra in (("rig profile " + profile.name, profile.for_part(spec.name)),
+                          ("parameters", overrides or {})):
         unknown = set(extra) - set(params)
         if unknown:
             raise UserError(f"{source}: unknown parameter(s) {sorted(unknown)} for part {spec.name}; "
@@ -113,7 +114,8 @@ def planned(request: RunRequest, profile: RigProfile | None = None) -> PlannedRu
 
 def settings_source(profile, params: dict) -> SettingsSource:
     """What, besides a point, shapes how the part's points are made (sweep.SettingsSource)."""
-    return SettingsSource(list(SERVE_ARGS), dict(SERVER_ENV), profile, Workload(params["input_len"], params["output_len"]))
+    return SettingsSource(list(SERVE_ARGS), dict(SERVER_ENV), profile,
+                          Workload(params["input_len"], params["output_len"]))
 
 
 def changed(run: PlannedRun, folder: Path) -> dict[str, list[str]]:
@@ -125,8 +127,9 @@ def run(part, rig: str, data_dir: Path | None = None, model_source: str | None =
         points: list[str] | None = None, budget_min: float | None = None, python: str | None = None,
         overrides: dict | None = None, progress: bool = True, measure_bandwidth: bool = True) -> SweepReport:
     """Run (or resume) part `part` on rig `rig`: every point not yet complete, within the time budget."""
-    request = RunRequest(part_name(part), check_run_rig(rig), Path(data_dir or DATA_DIR), model_source,
-                         tuple(points) if points else None, budget_min, python, dict(overrides or {}))
+    request = RunRequest(part=part_name(part), rig=check_run_rig(rig), data_dir=Path(data_dir or DATA_DIR),
+                         model_source=model_source, points=tuple(points) if points else None,
+                         budget_min=budget_min, python=python, overrides=dict(overrides or {}))
     return run_request(request, progress=progress, measure_bandwidth=measure_bandwidth)
 
 
