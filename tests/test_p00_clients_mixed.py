@@ -100,19 +100,6 @@ def test_a_pass_is_shared_by_its_clients_each_with_its_own_prompts():
     assert client_file("d/bench.log", 3).name == "bench-client3.log"
 
 
-@pytest.fixture()
-def fake_vllm_env(tmp_path, monkeypatch):
-    import fake_vllm
-
-    path = fake_vllm.install(tmp_path / "fakevllm")
-    monkeypatch.setenv("PYTHONPATH", path)
-    monkeypatch.setenv("INFERENCE_WALL_BENCH_FORK", "0")
-    from inference_wall import server
-
-    monkeypatch.setattr(server, "REGISTRY", tmp_path / "registry")
-    return tmp_path
-
-
 def test_a_sweep_runs_the_clients_of_a_pass_at_once_and_records_each(fake_vllm_env):
     import json
 
