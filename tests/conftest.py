@@ -62,3 +62,17 @@ def sweep_cli(part: int, rig: str, data, python, sets: list[str], timeout: float
            "--python", str(python), "--no-progress", *[x for s in sets for x in ("--set", s)]]
     return subprocess.run(cmd, cwd=root, env={**os.environ, "PYTHONPATH": str(root / "src")}, capture_output=True,
                           text=True, timeout=timeout)
+
+
+@pytest.fixture
+def fake_vllm_env(tmp_path, monkeypatch):
+    """A fake vLLM importable by this interpreter, server registry in tmp, bench passes as processes."""
+    import fake_vllm
+
+    path = fake_vllm.install(tmp_path / "fakevllm")
+    monkeypatch.setenv("PYTHONPATH", path)
+    monkeypatch.setenv("INFERENCE_WALL_BENCH_FORK", "0")
+    from inference_wall import server
+
+    monkeypatch.setattr(server, "REGISTRY", tmp_path / "registry")
+    return tmp_path

@@ -94,7 +94,7 @@ def test_step_families_sort_the_kernels_of_a_decode_step():
 def test_the_plan_runs_decode_first_and_the_profiler_last_in_each_session():
     profile = load_profile("h200")
     plans = p00.plan(dict(p00.DEFAULTS), profile)
-    sessions = list(dict.fromkeys(p.session for p in plans))
+    sessions = [s for s in dict.fromkeys(p.session for p in plans) if "-mixed-" not in s]  # part 2's on the 0.5B
     assert sessions == [f"{v}-main" for v in p00.DEFAULTS["order"]]
     four = [p for p in plans if p.session == "4b-main"]
     kinds = [p.params["kind"] for p in four]

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-import fake_vllm
 from inference_wall.bench import PassSpec, Workload
 from inference_wall.modelkit import ModelSpec
 from inference_wall.rig import RigProfile, capture
@@ -20,18 +19,6 @@ FAKE_SECRETS = {
     "MY_SERVICE_PASSWORD": "fake-password-0123456789",
     "AWS_SECRET_ACCESS_KEY": "fake/aws/secret/0123456789",
 }
-
-
-@pytest.fixture
-def fake_vllm_env(tmp_path, monkeypatch):
-    """A fake vLLM importable by this interpreter, server registry in tmp, bench passes as processes."""
-    path = fake_vllm.install(tmp_path / "fakevllm")
-    monkeypatch.setenv("PYTHONPATH", path)
-    monkeypatch.setenv("INFERENCE_WALL_BENCH_FORK", "0")
-    from inference_wall import server
-
-    monkeypatch.setattr(server, "REGISTRY", tmp_path / "registry")
-    return tmp_path
 
 
 def _context(tmp_path: Path, rig: RigProfile, **kw) -> SweepContext:

@@ -10,7 +10,9 @@ starts from the same freshly imported state, since the child is a copy of the pr
 
 Protocol, one JSON object per line: the parent prints {"ready": true, "preload_s": ...} once its
 imports are done; then for each line {"argv": [...], "log": path, "env": {...}} on stdin it runs one
-child and prints {"code": exit_status}. End of stdin ends it.
+child and prints {"code": exit_status}; for a line {"jobs": [{"argv", "log", "env"}, ...]} it runs one child per job at
+once (the concurrent clients of one pass) and prints {"codes": [...], "ended": [epoch at which each child ended]}.
+End of stdin ends it.
 """
 import ctypes
 import importlib
@@ -80,21 +82,35 @@ def serve() -> None:
         if not line.strip():
             continue
         job = json.loads(line)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                code = _child(job)
-            finally:
-                try:
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                finally:
-                    os._exit(code if isinstance(code, int) else 1)
-        _, status = os.waitpid(pid, 0)
+        if "jobs" in job:
+            pids = [_fork(j) for j in job["jobs"]]
+            codes, ended = {}, {}
+            while len(codes) < len(pids):
+                pid, status = os.wait()
+                if pid in pids:
+                    codes[pid], ended[pid] = os.waitstatus_to_exitcode(status), time.time()
+            reply.write(json.dumps({"codes": [codes[p] for p in pids], "ended": [ended[p] for p in pids]}) + "\n")
+            continue
+        _, status = os.waitpid(_fork(job), 0)
         reply.write(json.dumps({"code": os.waitstatus_to_exitcode(status)}) + "\n")
+
+
+def _fork(job: dict) -> int:
+    """Run one job in a fork of this preloaded interpreter; the child's pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = _child(job)
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code if isinstance(code, int) else 1)
+    return pid
 
 
 if __name__ == "__main__":

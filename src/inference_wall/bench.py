@@ -7,7 +7,7 @@ import os
 import select
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from .errors import UserError
@@ -42,6 +42,9 @@ class PassSpec:
     # The client's sampling parameters, as (flag, value) pairs of `vllm bench serve` (("top-k", "0"), ("top-p", "1"));
     # empty: the server's defaults (the checkpoint's generation config, unless the server was started without it)
     sampling: tuple = ()
+    # Concurrent `vllm bench serve` processes that share the pass's prompts (client_specs): two clients at once
+    # against one server show whether one client limits a flood
+    clients: int = 1
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -139,6 +142,24 @@ class BenchForkServer:
             raise BenchError(f"bench pass exceeded {timeout_s:.0f} s; log {log_path}")
         return int(reply["code"])
 
+    def run_many(self, argvs: list[list[str]], log_paths: list[Path], env: dict[str, str] | None,
+                 timeout_s: float) -> tuple[list[int], list[float]]:
+        """Several CLIs at once, each in its own fork (the clients of one pass): (exit codes, epochs at which
+        each fork ended)."""
+        self.wait_ready()
+        job = {"jobs": [{"argv": a, "log": str(lg), "env": {**(env or {}), "PYTHONUNBUFFERED": "1"}}
+                        for a, lg in zip(argvs, log_paths)]}
+        try:
+            self.proc.stdin.write((json.dumps(job) + "\n").encode())
+            self.proc.stdin.flush()
+        except OSError:
+            raise self._exited() from None
+        reply = self._line(timeout_s)
+        if reply is None:
+            self.close()
+            raise BenchError(f"a client of the pass exceeded {timeout_s:.0f} s; logs {', '.join(map(str, log_paths))}")
+        return [int(c) for c in reply["codes"]], [float(t) for t in reply["ended"]]
+
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
@@ -165,6 +186,84 @@ class BenchForkServer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+CLIENT_SEED_STRIDE = 100_000  # client k's seed is the pass's seed + (k - 1) x this: no two clients send the same prompts
+
+
+def client_specs(spec: PassSpec) -> list[PassSpec]:
+    """One spec per client of a pass: its share of the prompts (the first clients take the remainder) and its own
+    seed; a one-client pass is its own spec."""
+    n = max(1, int(spec.clients))
+    if n == 1:
+        return [spec]
+    if spec.num_prompts < n:
+        raise UserError(f"a pass of {spec.num_prompts} prompts cannot be shared by {n} clients")
+    share, extra = divmod(spec.num_prompts, n)
+    return [replace(spec, num_prompts=share + (k < extra), seed=spec.seed + k * CLIENT_SEED_STRIDE, clients=1)
+            for k in range(n)]
+
+
+def client_file(path: Path, k: int) -> Path:
+    """Client k's (1-based) result or log file of a pass: the pass's own for the first client, `<stem>-client<k>`
+    beside it for the others (readers of a pass's `<label>.json` read its first client)."""
+    path = Path(path)
+    return path if k == 1 else path.with_name(f"{path.stem}-client{k}{path.suffix}")
+
+
+def run_clients(python: str, url: str, model: str, tokenizer: str, workload: Workload, spec: PassSpec,
+                result_path: Path, log_path: Path, env: dict[str, str] | None = None,
+                timeout_s: float = 3600, fork_server: "BenchForkServer | None" = None) -> list[dict]:
+    """Run a pass's clients at once (client_specs); returns per client its record: client number, prompts, seed,
+    result and log file names, command, and the epoch at which its process ended (its main run ends just before;
+    the result's `duration` gives its start). Raises BenchError naming the first client that failed."""
+    specs = client_specs(spec)
+    results = [client_file(result_path, k + 1) for k in range(len(specs))]
+    logs = [client_file(log_path, k + 1) for k in range(len(specs))]
+    for r in results:
+        r.parent.mkdir(parents=True, exist_ok=True)
+    cmds = [bench_command(python, url, model, tokenizer, workload, s, r.parent, r.name) for s, r in zip(specs, results)]
+    if fork_server is not None:
+        codes, ended = fork_server.run_many([c[3:] for c in cmds], logs, env, timeout_s)
+    else:
+        codes, ended = _run_processes(cmds, logs, env, timeout_s)
+    for k, (code, r, lg, s) in enumerate(zip(codes, results, logs, specs)):
+        if code != 0 or not r.exists():
+            raise BenchError(f"client {k + 1} of {len(specs)}: vllm bench serve failed (status {code}); log {lg}, "
+                             f"last lines:\n{tail(lg)}")
+        check_result(r, s, lg)
+    return [{"client": k + 1, "num_prompts": s.num_prompts, "seed": s.seed, "result": r.name, "log": lg.name,
+             "command": c, "ended": e} for k, (s, r, lg, c, e) in enumerate(zip(specs, results, logs, cmds, ended))]
+
+
+def _run_processes(cmds: list[list[str]], logs: list[Path], env: dict[str, str] | None,
+                   timeout_s: float) -> tuple[list[int], list[float]]:
+    """Start every command at once, each logging to its own file; (exit codes, epochs at which each ended)."""
+    procs, files = [], []
+    try:
+        for cmd, log in zip(cmds, logs):
+            f = open(log, "ab")
+            files.append(f)
+            procs.append(subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                          env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
+                                          preexec_fn=_die_with_parent))
+        deadline = time.monotonic() + timeout_s
+        codes: list[int | None] = [None] * len(procs)
+        ended = [math.nan] * len(procs)
+        while any(c is None for c in codes):
+            if time.monotonic() > deadline:
+                raise BenchError(f"a client of the pass exceeded {timeout_s:.0f} s; logs {', '.join(map(str, logs))}")
+            for k, proc in enumerate(procs):
+                if codes[k] is None and proc.poll() is not None:
+                    codes[k], ended[k] = proc.returncode, time.time()
+            time.sleep(0.02)
+        return [int(c) for c in codes], ended
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                kill_group(proc.pid, grace_s=5)
+        for f in files:
+            f.close()
 
 
 def run_pass(python: str, url: str, model: str, tokenizer: str, workload: Workload, spec: PassSpec,

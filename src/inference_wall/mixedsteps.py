@@ -71,7 +71,7 @@ TRACE_TO_STEP = {"attention": "attention", "linear attention (GDN)": "recurrent 
 # the convolution)
 GDN_CHUNK = r"chunk_|merge_16x16|solve_tril|recompute_w_u"
 
-COLUMNS = (["rig", "config", "budget", "prompt_len", "span_ms", "busy_ms", "busy_pct", "events"]
+COLUMNS = (["rig", "model", "source", "config", "budget", "prompt_len", "span_ms", "busy_ms", "busy_pct", "events"]
            + [f"{k}_ms" for k in FAMILY_KEYS.values()]
            + ["split_from", "mapped_ms", "map_misplaced_ms", "gdn_chunk_kernels_ms", "kernels_known",
               "top_gdn_kernel", "top_gdn_ms", "top_memory_kernel", "top_memory_ms",
@@ -79,12 +79,13 @@ COLUMNS = (["rig", "config", "budget", "prompt_len", "span_ms", "busy_ms", "busy
               "busy_per_step_ms", "busy_per_chunk_step_ms"]
            + [f"{k}_per_step_ms" for k in FAMILY_KEYS.values()]
            + ["traced_ttft_ms", "untraced_ttft_ms", "profiler_ratio", "chunk_step_ms", "prefill_ms",
-              "prefill_share_ms", "step_over_share", "non_kernel_ms_min"])
+              "prefill_share_ms", "step_over_share", "non_kernel_ms_min", "decode_itl_ms", "sum_ms", "step_over_sum"])
 
 # what the page shows (the lead picks): the window, the split per step, the untraced step against its share
-PAGE_COLUMNS = ["config", "span_ms", "busy_ms", "busy_pct", "steps", "busy_per_step_ms", "busy_per_chunk_step_ms",
+PAGE_COLUMNS = ["model", "config", "span_ms", "busy_ms", "busy_pct", "steps", "busy_per_step_ms", "busy_per_chunk_step_ms",
                 "matmul_per_step_ms", "gdn_per_step_ms", "attention_per_step_ms", "memory_per_step_ms",
-                "sampling_per_step_ms", "other_per_step_ms", "chunk_step_ms", "prefill_share_ms", "profiler_ratio"]
+                "sampling_per_step_ms", "other_per_step_ms", "chunk_step_ms", "prefill_share_ms", "decode_itl_ms",
+                "step_over_sum", "profiler_ratio"]
 
 
 def short_name(kernel: str) -> str:
@@ -148,7 +149,9 @@ def _raw_kernels(pt, window: dict, summary: dict) -> dict | None:
 
 
 def _untraced(inj: pd.DataFrame, steps: pd.DataFrame, rig: str, budget: int, n: int) -> dict:
-    """The untraced injections' TTFT, mean step that carried the prompt, unchunked prefill and its share."""
+    """The untraced injections' TTFT, mean step that carried the prompt, unchunked prefill and its share, and the
+    background's decode-only gap between tokens (the median of the injections' baselines: a decode step of the same
+    background, on the same server)."""
     same = inj[(inj["rig"] == rig) & (inj["budget"] == budget) & (inj["prompt_len"] == n)]
     off = inj[(inj["rig"] == rig) & (inj["budget"] == p02.OFF) & (inj["prompt_len"] == n)]
     prefill = float(off["solo_ttft_ms"].median()) if len(off) else math.nan
@@ -160,64 +163,91 @@ def _untraced(inj: pd.DataFrame, steps: pd.DataFrame, rig: str, budget: int, n: 
         step = float(at["mean_step_ms"].iloc[0]) if len(at) else math.nan
     return {"untraced_ttft_ms": float(same["ttft_ms"].median()) if len(same) else math.nan, "chunk_step_ms": step,
             "prefill_ms": prefill,
-            "prefill_share_ms": prefill * (min(budget, n) if budget != p02.OFF else n) / n}
+            "prefill_share_ms": prefill * (min(budget, n) if budget != p02.OFF else n) / n,
+            "decode_itl_ms": float(same["baseline_itl_ms"].median()) if len(same) else math.nan}
+
+
+PART2, PART0 = "part 2", "part 0"  # `source`: whose sessions a row's window comes from
+
+
+def sources(data_dir=None, rigs: list[str] | None = None) -> list[tuple[str, list, list]]:
+    """(source, traced points, untraced points): part 2's sessions on the rig's model, and part 0's (p00.mixed_points:
+    the same sessions on part 0's other models)."""
+    from .parts import p00
+
+    part0 = [pt for pt in load_points(p00.NAME, data_dir, rigs) if pt.params.get("kind") in p00.MIXED_KINDS]
+    return [(PART2, [pt for pt in load_points(p02.NAME, data_dir, rigs) if pt.params.get("kind") == "trace"],
+             p02.measured_points(data_dir, rigs)),
+            (PART0, [pt for pt in part0 if pt.params["kind"] == "mixed-trace"],
+             [pt for pt in part0 if pt.params["kind"] == "mixed"])]
 
 
 def mixed_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
-    """One row per traced configuration of part 2 (see the module's docstring for every column)."""
-    traced = [pt for pt in load_points(p02.NAME, data_dir, rigs) if pt.params.get("kind") == "trace"]
-    if not traced:
-        return pd.DataFrame(columns=COLUMNS)
-    inj = p02.injection_table(data_dir, sorted({pt.rig for pt in traced}))
-    steps = p02.chunk_step_table(inj)
+    """One row per traced configuration of part 2, and of part 0's sessions of the same kind on its other models
+    (see the module's docstring for every column; `model`: the preset served, `source`: whose sessions)."""
     rows = []
-    for pt in traced:
-        summary = json.loads(read_artefact(pt.path, "trace-summary.json"))
-        window = next((w for w in summary.get("windows", []) if w["window"] == "injection" and w.get("summaries")),
-                      None)
-        if window is None:
-            continue
-        sm = window["summaries"][0]
-        budget, n = int(pt.params["budget"]), int(pt.params["prompt_len"])
-        kernels = _raw_kernels(pt, window, sm)
-        split = family_split(sm, kernels)
-        check = misplaced_ms(family_split(sm)["families"], split["families"]) if kernels is not None else math.nan
-        rec = json.loads(read_artefact(pt.path, "bench-inject.json"))["injections"][0]
-        ours = p02.point_injections(pt)
-        logged = int(ours["prefill_steps"].iloc[0]) if len(ours) else 0
-        formula = 1 if budget == p02.OFF else math.ceil(n / budget)
-        chunk_steps = logged or formula
-        output_steps = max(int(rec.get("completion_tokens") or 0) - 1, 0)
-        total = chunk_steps + output_steps
-        fam = split["families"]
-        busy = float(sm["busy_ms"])
-        gdn_name, gdn_ms = _top(split["known"], "recurrent state (GDN)")
-        mem_name, mem_ms = _top(split["known"], "memory copies")
-        chunk_known = [ms for name, ms in split["known"].items()
-                       if step_family(name) == "recurrent state (GDN)" and re.search(GDN_CHUNK, name.lower())]
-        traced_ttft = float(ours["ttft_ms"].iloc[0]) if len(ours) else math.nan
-        row = {"rig": pt.rig, "config": p02.config_label(budget), "budget": budget, "prompt_len": n,
-               "span_ms": float(sm["span_ms"]), "busy_ms": busy,
-               "busy_pct": 100 * busy / sm["span_ms"] if sm["span_ms"] else math.nan, "events": int(sm["events"]),
-               **{f"{FAMILY_KEYS[f]}_ms": fam[f] for f in FAMILIES},
-               "split_from": split["split_from"], "mapped_ms": split["mapped_ms"], "map_misplaced_ms": check,
-               "gdn_chunk_kernels_ms": float(sum(chunk_known)),
-               "kernels_known": "all" if kernels is not None else "top 12",
-               "top_gdn_kernel": gdn_name, "top_gdn_ms": gdn_ms, "top_memory_kernel": mem_name,
-               "top_memory_ms": mem_ms,
-               "chunk_steps": chunk_steps, "chunk_steps_from": "iteration log" if logged else "ceil(prompt / budget)",
-               "chunk_steps_formula": formula, "output_steps": output_steps, "steps": total,
-               "busy_per_step_ms": busy / total, "busy_per_chunk_step_ms": busy / chunk_steps,
-               **{f"{FAMILY_KEYS[f]}_per_step_ms": fam[f] / total for f in FAMILIES},
-               "traced_ttft_ms": traced_ttft, **_untraced(inj, steps, pt.rig, budget, n)}
-        row["profiler_ratio"] = traced_ttft / row["untraced_ttft_ms"]
-        row["step_over_share"] = row["chunk_step_ms"] / row["prefill_share_ms"]
-        row["non_kernel_ms_min"] = max(row["chunk_step_ms"] - row["busy_per_chunk_step_ms"], 0.0)
-        rows.append(row)
+    for source, traced, untraced in sources(data_dir, rigs):
+        groups: dict[tuple, tuple] = {}
+        for pt in traced:
+            key = (pt.rig, pt.record.preset)
+            if key not in groups:
+                inj = p02.injections_of([u for u in untraced if (u.rig, u.record.preset) == key])
+                groups[key] = (inj, p02.chunk_step_table(inj))
+            row = _row(pt, *groups[key])
+            if row is not None:
+                rows.append({**row, "model": pt.record.preset, "source": source})
     out = pd.DataFrame(rows, columns=COLUMNS)
     order = out["budget"].where(out["budget"] != p02.OFF, 10**9)
-    return out.assign(_o=order).sort_values(["rig", "_o"], ascending=[True, False]).drop(columns="_o").reset_index(
-        drop=True)
+    rank = out["source"].map({PART2: 0, PART0: 1})
+    return (out.assign(_o=order, _s=rank).sort_values(["rig", "_s", "model", "_o"], ascending=[True, True, True, False])
+            .drop(columns=["_o", "_s"]).reset_index(drop=True))
+
+
+def _row(pt, inj: pd.DataFrame, steps: pd.DataFrame) -> dict | None:
+    """One traced configuration's row (see the module's docstring), None where its injection window holds no trace."""
+    summary = json.loads(read_artefact(pt.path, "trace-summary.json"))
+    window = next((w for w in summary.get("windows", []) if w["window"] == "injection" and w.get("summaries")), None)
+    if window is None:
+        return None
+    sm = window["summaries"][0]
+    budget, n = int(pt.params["budget"]), int(pt.params["prompt_len"])
+    kernels = _raw_kernels(pt, window, sm)
+    split = family_split(sm, kernels)
+    check = misplaced_ms(family_split(sm)["families"], split["families"]) if kernels is not None else math.nan
+    rec = json.loads(read_artefact(pt.path, "bench-inject.json"))["injections"][0]
+    ours = p02.point_injections(pt)
+    logged = int(ours["prefill_steps"].iloc[0]) if len(ours) else 0
+    formula = 1 if budget == p02.OFF else math.ceil(n / budget)
+    chunk_steps = logged or formula
+    output_steps = max(int(rec.get("completion_tokens") or 0) - 1, 0)
+    total = chunk_steps + output_steps
+    fam = split["families"]
+    busy = float(sm["busy_ms"])
+    gdn_name, gdn_ms = _top(split["known"], "recurrent state (GDN)")
+    mem_name, mem_ms = _top(split["known"], "memory copies")
+    chunk_known = [ms for name, ms in split["known"].items()
+                   if step_family(name) == "recurrent state (GDN)" and re.search(GDN_CHUNK, name.lower())]
+    traced_ttft = float(ours["ttft_ms"].iloc[0]) if len(ours) else math.nan
+    row = {"rig": pt.rig, "config": p02.config_label(budget), "budget": budget, "prompt_len": n,
+           "span_ms": float(sm["span_ms"]), "busy_ms": busy,
+           "busy_pct": 100 * busy / sm["span_ms"] if sm["span_ms"] else math.nan, "events": int(sm["events"]),
+           **{f"{FAMILY_KEYS[f]}_ms": fam[f] for f in FAMILIES},
+           "split_from": split["split_from"], "mapped_ms": split["mapped_ms"], "map_misplaced_ms": check,
+           "gdn_chunk_kernels_ms": float(sum(chunk_known)),
+           "kernels_known": "all" if kernels is not None else "top 12",
+           "top_gdn_kernel": gdn_name, "top_gdn_ms": gdn_ms, "top_memory_kernel": mem_name,
+           "top_memory_ms": mem_ms,
+           "chunk_steps": chunk_steps, "chunk_steps_from": "iteration log" if logged else "ceil(prompt / budget)",
+           "chunk_steps_formula": formula, "output_steps": output_steps, "steps": total,
+           "busy_per_step_ms": busy / total, "busy_per_chunk_step_ms": busy / chunk_steps,
+           **{f"{FAMILY_KEYS[f]}_per_step_ms": fam[f] / total for f in FAMILIES},
+           "traced_ttft_ms": traced_ttft, **_untraced(inj, steps, pt.rig, budget, n)}
+    row["profiler_ratio"] = traced_ttft / row["untraced_ttft_ms"]
+    row["step_over_share"] = row["chunk_step_ms"] / row["prefill_share_ms"]
+    row["non_kernel_ms_min"] = max(row["chunk_step_ms"] - row["busy_per_chunk_step_ms"], 0.0)
+    row["sum_ms"] = row["prefill_share_ms"] + row["decode_itl_ms"]
+    row["step_over_sum"] = row["chunk_step_ms"] / row["sum_ms"]
+    return row
 
 
 def sig(x: float, digits: int = 3) -> str:
@@ -231,9 +261,10 @@ def sig(x: float, digits: int = 3) -> str:
     return f"{x:,.{decimals}f}"
 
 
-def mixed_words(table: pd.DataFrame, rig: str | None = None) -> list[str]:
+def mixed_words(table: pd.DataFrame, rig: str | None = None, model: str | None = None) -> list[str]:
     """1-3 sentences for the page from the table alone (every number a cell of it, at most 3 significant figures):
-    on `rig` (default: the first in the table by name), the smallest traced budget against
+    on `rig` (default: the first in the table by name) and `model` (default: the rig's first, part 2's where it
+    has one; another model is named), the smallest traced budget against
     chunking off (or, without it, the largest budget): the window's GPU busy share and the profiler's lengthening;
     the recurrent-state (GDN) chunk kernels and the memory ops; the untraced chunk step against its share of the
     prefill, with the traced kernel time per chunk step. Causes not measured are named as candidates."""
@@ -242,6 +273,11 @@ def mixed_words(table: pd.DataFrame, rig: str | None = None) -> list[str]:
     out = []
     rig = rig or sorted(set(table["rig"]))[0]
     t = table[table["rig"] == rig]
+    if not len(t):
+        return []
+    first = model is None or model == t["model"].iloc[0]
+    model = model or t["model"].iloc[0]
+    t = t[t["model"] == model]
     chunked = t[t["budget"] != p02.OFF].sort_values("budget")
     if not len(chunked):
         return []
@@ -250,7 +286,7 @@ def mixed_words(table: pd.DataFrame, rig: str | None = None) -> list[str]:
     ref = ref.iloc[0] if len(ref) else (chunked.iloc[-1] if len(chunked) > 1 else None)
     b = f"budget {int(small.budget):,}"
     against = None if ref is None else ("with chunking off" if ref.budget == p02.OFF else f"at budget {int(ref.budget):,}")
-    s = (f"On {rig}, in the profiler's window of the long prompt at {b} the GPU ran kernels for "
+    s = (f"On {rig}{'' if first else f', the {model}'}, in the profiler's window of the long prompt at {b} the GPU ran kernels for "
          f"{sig(small.busy_ms)} of {sig(small.span_ms)} ms ({sig(small.busy_pct)}%)")
     if ref is not None:
         s += f", against {sig(ref.busy_ms)} of {sig(ref.span_ms)} ms ({sig(ref.busy_pct)}%) {against}"
@@ -270,7 +306,10 @@ def mixed_words(table: pd.DataFrame, rig: str | None = None) -> list[str]:
                   f"{int(small.chunk_steps)} steps that carried the prompt")
             if ref.top_gdn_kernel == small.top_gdn_kernel:
                 s += f" against {sig(ref.top_gdn_ms)} ms in {int(ref.chunk_steps)}"
-        s += f"; the memory ops took {sig(small.memory_ms)} ms against {sig(ref.memory_ms)} ms"
+        if small.gdn_ms or ref.gdn_ms:
+            s += f"; the memory ops took {sig(small.memory_ms)} ms against {sig(ref.memory_ms)} ms"
+        else:  # a model without recurrent layers (the dense 0.5B) has no such kernels to speak of
+            s = f"The memory ops took {sig(small.memory_ms)} ms of the window at {b} against {sig(ref.memory_ms)} ms {against}"
         if small.top_memory_kernel:
             s += f" (the longest {small.top_memory_kernel}, {sig(small.top_memory_ms)} ms)"
         out.append(s + ".")
@@ -285,3 +324,28 @@ def mixed_words(table: pd.DataFrame, rig: str | None = None) -> list[str]:
                   "untraced step is not kernel time, for which host work between the kernels is a candidate")
         out.append(s + ".")
     return out[:3]
+
+
+def models_of(table: pd.DataFrame, rig: str) -> list[str]:
+    """The models a rig's rows cover, in the table's order (part 2's first)."""
+    return list(dict.fromkeys(table[table["rig"] == rig]["model"])) if len(table) else []
+
+
+def sum_words(table: pd.DataFrame, rig: str) -> str | None:
+    """Per model of `rig`, at its smallest traced budget: the untraced step that carried a chunk against the sum of a
+    prefill-only step of the chunk's size (its share of the unchunked prefill) and a decode-only step of the same
+    background (the background's gap between tokens on the same server); None where no model has all three."""
+    parts = []
+    for model in models_of(table, rig):
+        t = table[(table["rig"] == rig) & (table["model"] == model)].dropna(subset=["chunk_step_ms", "sum_ms"])
+        t = t[t["budget"] != p02.OFF].sort_values("budget")
+        if not len(t):
+            continue
+        r = t.iloc[0]
+        parts.append(f"on the {model} at budget {int(r.budget):,}, {sig(r.chunk_step_ms)} ms against "
+                     f"{sig(r.prefill_share_ms)} + {sig(r.decode_itl_ms)} = {sig(r.sum_ms)} ms ({sig(r.step_over_sum)}x)")
+    if not parts:
+        return None
+    return (f"On {rig}, a step that carried a chunk beside the background's decodes against the sum of a prefill-only "
+            "step of the chunk's size (its share of the unchunked prefill) and a decode-only step of the same background "
+            "(its gap between tokens): " + "; ".join(parts) + ".")

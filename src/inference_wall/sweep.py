@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import __version__
-from .bench import BenchForkServer, PassSpec, Workload, bench_command, run_pass
+from .bench import (BenchForkServer, PassSpec, Workload, bench_command, client_file, client_specs, run_clients,
+                    run_pass)
 from .errors import UserError
 from .gpuclocks import artefact_name as gpu_artefact_name, sampling as gpu_sampling
 from .lock import writer_lock
@@ -250,10 +251,14 @@ def dry_run_lines(plans: list[PointPlan], ctx: SweepContext) -> list[str]:
             out.append(f"  # {point.name}")
             for p in passes:
                 workload = ctx.workload if p.kind == "warmup" else point.workload or ctx.workload
-                cmd = bench_command(ctx.python, url, model.model, model.tokenizer, workload, p.spec,
-                                    ctx.rig_dir / point.name, f"{p.label}.json")
-                out.append("  " + shlex.join(cmd))
+                for k, spec in enumerate(client_specs(p.spec), start=1):
+                    result = client_file(ctx.rig_dir / point.name / f"{p.label}.json", k)
+                    cmd = bench_command(ctx.python, url, model.model, model.tokenizer, workload, spec, result.parent,
+                                        result.name)
+                    out.append("  " + shlex.join(cmd))
                 notes = []
+                if p.spec.clients > 1:
+                    notes.append(f"the {p.spec.clients} clients above run at once")
                 if p.kind == "measured" and point.min_window_s:
                     notes.append("--num-prompts sized at run time from the warm-up's rate")
                 if p.side:
@@ -338,13 +343,23 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                     with side or nullcontext(), polling(server.url, pdir / artefact_name(p.label),
                                  point.poll_metrics_s if p.kind == "measured" else None), \
                             gpu_sampling(pdir / gpu_artefact_name(p.label), p.kind != "warmup"):
-                        cmd, started, ended = run_pass(ctx.python, server.url, model.model, model.tokenizer,
-                                                       # the session's warm-up floods with the part's lengths
-                                                       ctx.workload if p is session_warmup else point.workload or ctx.workload,
-                                                       spec, pdir / f"{p.label}.json",
-                                                       pdir / "bench.log", env=client, fork_server=forks)
+                        # the session's warm-up floods with the part's lengths
+                        workload = ctx.workload if p is session_warmup else point.workload or ctx.workload
+                        clients = None
+                        if spec.clients > 1:
+                            started = time.time()
+                            clients = run_clients(ctx.python, server.url, model.model, model.tokenizer, workload, spec,
+                                                  pdir / f"{p.label}.json", pdir / "bench.log", env=client,
+                                                  fork_server=forks)
+                            cmd, ended = clients[0]["command"], max(c["ended"] for c in clients)
+                        else:
+                            cmd, started, ended = run_pass(ctx.python, server.url, model.model, model.tokenizer,
+                                                           workload, spec, pdir / f"{p.label}.json",
+                                                           pdir / "bench.log", env=client, fork_server=forks)
                     records.append({"label": p.label, "kind": p.kind, "spec": spec.to_dict(), "command": cmd,
                                     "runner": runner,
+                                    **({"clients": [{**c, "command": redact_argv(c["command"])} for c in clients]}
+                                       if clients else {}),
                                     **({"workload": asdict(ctx.workload)} if p is session_warmup else {}),
                                     "started": started, "ended": ended, "result": f"{p.label}.json",
                                     **({"side": side.record} if side else {}),

@@ -13,7 +13,11 @@ point isolates:
 - `ctxNNNNN-bNNNN`: the same batch at longer prompts: attention over the KV cache per token of context;
 - `trace-bNNNN`: the torch profiler on for a fraction of a second of pure decode (trace.DecodeWindowTrace): GPU
   time by kernel family per step, and the GPU's idle share;
-- a variant with `--no-async-scheduling`: what overlapping the host's work with the GPU's hides.
+- a variant with `--no-async-scheduling`: what overlapping the host's work with the GPU's hides;
+- `clientsN-bNNNN`: a flood at the server's cap from one `vllm bench serve` process, then the same flood shared by N
+  processes at once (each its share of the prompts, its own seed): whether one client limits a flood (clients_table);
+- `mixed-<part 2's point>`: part 2's sessions (a background at a fixed rate, one long prompt injected, and its
+  profiler window last) on this variant's model: a step that carries prefill tokens beside decodes (mixedsteps).
 
 The bytes a step must move (weights of the language model, each sequence's recurrent state, its KV cache) come from
 the shapes (weightbytes, analysis) over the bandwidth the run measured on its GPU.
@@ -46,8 +50,8 @@ NOTEBOOK = "notebooks/00-inside-a-step.md"
 DEFAULT_VARIANTS = {
     "4b": {"preset": None, "serve_args": [], "measure": ["decode", "sampling", "context", "trace"]},
     "4b-sync": {"preset": None, "serve_args": ["--no-async-scheduling"], "measure": ["decode"], "base": "4b"},
-    "0.5b": {"preset": "qwen2.5-0.5b", "serve_args": [], "measure": ["decode", "sampling", "context", "trace"],
-             "sampling_batches": [1, 256, 1024]},
+    "0.5b": {"preset": "qwen2.5-0.5b", "serve_args": [],
+             "measure": ["decode", "sampling", "context", "clients", "trace", "mixed"], "sampling_batches": [1, 256, 1024]},
     "9b-fp16": {"preset": "qwen3.5-9b", "serve_args": [], "measure": ["decode", "trace"],
                 "decode_batches": [1, 8, 64, 256, 1024], "trace_batches": [1, 256]},
     "9b-int4": {"preset": "qwen3.5-9b-gptq-int4", "serve_args": [], "measure": ["decode", "trace"],
@@ -59,7 +63,9 @@ DEFAULT_VARIANTS = {
 }
 # A variant may set its own batches (these keys), else the part's; a variant with a `base` uses sync_batches.
 VARIANT_KEYS = ("decode_batches", "sampling_batches", "trace_batches")
-MEASURES = ("decode", "sampling", "context", "trace")
+MEASURES = ("decode", "sampling", "context", "clients", "trace", "mixed")
+TRACED_KINDS = ("trace", "mixed-trace")  # points with a profiler window: last in their server session
+MIXED_KINDS = ("mixed", "mixed-trace")
 
 DEFAULTS = {
     "variants": DEFAULT_VARIANTS,
@@ -82,6 +88,17 @@ DEFAULTS = {
     "trace_window_s": 0.25,
     "poll_s": 0.1,  # /metrics during every measured pass
     "seed": 0,
+    # a variant that measures "clients": one flood of clients_waves x max_num_seqs prompts (the part's input_len and
+    # output_len) per client count, in this order, before the session's traces; seeds from clients_seed on, apart
+    # from the session's own (a new point never changes an older point's seed)
+    "clients": [1, 2],
+    "clients_waves": 4,
+    "clients_seed": 30_000,
+    # a variant that measures "mixed": part 2's sessions on its model (p02.plan), one per budget (None: part 2's
+    # budgets on this rig), each an untraced point and its profiler window at one prompt length (None: the length part
+    # 2 traces on this rig)
+    "mixed_budgets": None,
+    "mixed_prompt_len": None,
 }
 
 
@@ -170,12 +187,65 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
             b = int(p["context_batch"])
             plans += [point("context", b, Workload(int(L), int(p["context_output_len"])), extra={"sampling": "server"})
                       for L in sorted(int(x) for x in p["context_lens"])]
+        if "clients" in measure:
+            plans += client_points(p, name, preset, args, common)
         if "trace" in measure:
             plans += [point("trace", b, decode_load,
                             side=decode_window_trace(trace_dir(profile.name, name), b, float(p["trace_window_s"])),
                             extra={"sampling": "server"})
                       for b in sorted(int(x) for x in own["trace_batches"]) if b <= mns]
+        if "mixed" in measure:
+            plans += mixed_points(p, name, preset, profile)
     return plans
+
+
+def client_points(p: dict, variant: str, preset: str, serve_args: list[str], common: dict) -> list[PointPlan]:
+    """A flood at the server's cap (clients_waves x max_num_seqs prompts at once, the part's lengths) per client count
+    in `clients`: the prompts shared by that many `vllm bench serve` processes at once (bench.client_specs), the
+    engine's counters polled."""
+    mns = int(p["max_num_seqs"])
+    load = Workload(int(p["input_len"]), int(p["output_len"]))
+    return [PointPlan(name=f"{variant}-clients{n}-b{mns:04d}", session=f"{variant}-main", max_num_seqs=mns,
+                      passes=[PassPlan("bench", "measured",
+                                       PassSpec(num_prompts=int(p["clients_waves"]) * mns, seed=int(p["clients_seed"]) + i,
+                                                detailed=False, clients=int(n)))],
+                      params={**common, "kind": "clients", "clients": int(n), "batch": mns, "input_len": load.input_len,
+                              "output_len": load.output_len, "sampling": "server"},
+                      preset=preset, serve_args=list(serve_args), poll_metrics_s=float(p["poll_s"]), workload=load)
+            for i, n in enumerate(p["clients"])]
+
+
+def mixed_parameters(p: dict, profile) -> dict:
+    """Part 2's parameters on this rig (its defaults and the rig's part-2 overrides) for part 0's mixed sessions: one
+    prompt length (mixed_prompt_len, else the one part 2 traces), traced, part 0's budgets if set, no knee points."""
+    from . import p02
+
+    q = {**p02.DEFAULTS, **{k: v for k, v in profile.for_part(p02.NAME).items() if v is not None}}
+    length = int(p["mixed_prompt_len"] or p02.trace_length(q))
+    budgets = p["mixed_budgets"] if p["mixed_budgets"] is not None else q["budgets"]
+    return {**q, "prompt_lens": [length], "trace": True, "trace_prompt_len": length, "knee_budgets": [],
+            "budgets": [int(b) for b in budgets]}
+
+
+def mixed_points(p: dict, variant: str, preset: str, profile) -> list[PointPlan]:
+    """Part 2's sessions (p02.plan: a background at a fixed rate with one long prompt injected, solo prefills, and
+    each session's profiler window last) on `variant`'s model, named `<variant>-mixed-<part 2's name>`: its points are
+    kind "mixed" and its traced ones "mixed-trace"; /metrics polled. The profile part 2 plans on carries the model
+    and a trace folder of this part's own."""
+    from dataclasses import replace
+
+    from . import p02
+
+    shim = replace(profile, model_preset=preset, name=f"{profile.name}/{NAME}/{variant}")
+    q = mixed_parameters(p, profile)
+    out = []
+    for pt in p02.plan(q, shim):
+        kind = "mixed-trace" if pt.params.get("kind") == "trace" else "mixed"
+        out.append(replace(pt, name=f"{variant}-mixed-{pt.name}", session=f"{variant}-mixed-{pt.session}",
+                           preset=preset, poll_metrics_s=float(p["poll_s"]),
+                           workload=Workload(int(q["input_len"]), int(q["output_len"])),
+                           params={**pt.params, "variant": variant, "preset": preset, "kind": kind}))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,6 +316,8 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     rows = []
     for pt in load_points(NAME, data_dir, rigs):
         p = pt.params
+        if p.get("kind") in MIXED_KINDS:  # part 2's passes on this part's models: mixedsteps reads them
+            continue
         s = pass_summary(pt)
         w, window, top = _window(pt, int(p["batch"]))
         halves = w.halves_ms if w else ()
@@ -357,8 +429,91 @@ def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
                                        "mixed", "busy_ms_per_step", "span_ms_per_step", "filter_ms_per_step"])
 
 
+# ---------------------------------------------------------------------------------------------
+# Clients: one flood from one `vllm bench serve` process, and the same flood shared by several at once
+# ---------------------------------------------------------------------------------------------
+
+CLIENT_COLUMNS = ["rig", "point", "variant", "clients", "client", "prompts", "completed", "start", "end", "duration_s",
+                  "output_tok_s", "ttft_p50_ms", "itl_p50_ms"]
+
+
+def client_runs(pt) -> pd.DataFrame:
+    """One row per client of a point's measured pass, from its own result JSON: its prompts, its main run in epoch
+    seconds (its process's end, recorded by the sweep, less the run's duration), and its own figures. A pass of
+    one client has no `clients` record: the pass's own end and result."""
+    rec = pt.passes("measured")[0]
+    entries = rec.get("clients") or [{"client": 1, "result": rec["result"], "num_prompts": rec["spec"]["num_prompts"],
+                                      "ended": rec["ended"]}]
+    rows = []
+    for c in entries:
+        b = pt.bench(Path(c["result"]).stem)
+        rows.append({"rig": pt.rig, "point": pt.name, "variant": pt.params.get("variant"), "clients": len(entries),
+                     "client": int(c["client"]), "prompts": int(c["num_prompts"]), "completed": b.completed,
+                     "start": float(c["ended"]) - b.duration_s, "end": float(c["ended"]), "duration_s": b.duration_s,
+                     "output_tok_s": b.output_throughput, "ttft_p50_ms": b.ms("ttft", "p50"),
+                     "itl_p50_ms": b.ms("itl", "p50")})
+    return pd.DataFrame(rows, columns=CLIENT_COLUMNS)
+
+
+def window_rates(frame: pd.DataFrame, t0: float, t1: float) -> dict:
+    """The engine's counters (poller.poll_frame) over the polls inside [t0, t1] (epoch seconds): steps and generated
+    tokens per second between the first and the last of them, the step's period, the mean running batch, and the
+    output rate over each half of the polls (low and high: the window's own spread). NaN each where fewer than three
+    polls fall inside."""
+    f = frame[(frame["t"] >= t0) & (frame["t"] <= t1)].dropna(subset=["steps_total", "generation_tokens_total"])
+    out = dict.fromkeys(["window_s", "polls", "steps_per_s", "step_ms", "tok_s", "tok_s_lo", "tok_s_hi",
+                         "running_mean"], math.nan)
+    out["polls"] = len(f)
+    if len(f) < 3:
+        return out
+
+    def rate(a, b, col):
+        dt = float(b["t"] - a["t"])
+        return float(b[col] - a[col]) / dt if dt > 0 else math.nan
+
+    first, mid, last = f.iloc[0], f.iloc[len(f) // 2], f.iloc[-1]
+    halves = [rate(first, mid, "generation_tokens_total"), rate(mid, last, "generation_tokens_total")]
+    steps_per_s = rate(first, last, "steps_total")
+    out.update(window_s=float(last["t"] - first["t"]), steps_per_s=steps_per_s,
+               step_ms=1000 / steps_per_s if steps_per_s and steps_per_s > 0 else math.nan,
+               tok_s=rate(first, last, "generation_tokens_total"), tok_s_lo=min(halves), tok_s_hi=max(halves),
+               running_mean=float(f["running"].mean()))
+    return out
+
+
+CLIENTS_COLUMNS = ["rig", "point", "variant", "clients", "prompts", "cap", "window_s", "polls", "steps_per_s", "step_ms",
+                   "tok_s", "tok_s_lo", "tok_s_hi", "running_mean", "clients_tok_s"]
+
+
+def clients_table(data_dir=None, rigs: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per point, per client) of the clients points: per point the server's rates over the clients' common window
+    (from the latest client's start to the earliest client's end; window_rates of its polls) and the sum of what the
+    clients reported; per client, client_runs."""
+    from ..poller import artefact_name, poll_table
+
+    points, each = [], []
+    for pt in load_points(NAME, data_dir, rigs):
+        if pt.params.get("kind") != "clients":
+            continue
+        runs = client_runs(pt)
+        each.append(runs)
+        try:
+            frame = poll_table(open_artefact(pt.path, artefact_name("bench")))
+        except FileNotFoundError:
+            frame = pd.DataFrame(columns=["t", "steps_total", "generation_tokens_total", "running"])
+        rates = window_rates(frame, float(runs["start"].max()), float(runs["end"].min()))
+        points.append({"rig": pt.rig, "point": pt.name, "variant": pt.params.get("variant"),
+                       "clients": int(pt.params.get("clients", len(runs))), "prompts": int(runs["prompts"].sum()),
+                       "cap": int(pt.record.max_num_seqs), **rates,
+                       "clients_tok_s": float(runs["output_tok_s"].sum())})
+    per_client = pd.concat(each, ignore_index=True) if each else pd.DataFrame(columns=CLIENT_COLUMNS)
+    return pd.DataFrame(points, columns=CLIENTS_COLUMNS), per_client
+
+
 def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
-    return {"points": point_table(data_dir, rigs), "trace": trace_table(data_dir, rigs)}
+    clients, client_rows = clients_table(data_dir, rigs)
+    return {"points": point_table(data_dir, rigs), "trace": trace_table(data_dir, rigs), "clients": clients,
+            "client_runs": client_rows}
 
 
 def _steps(points: pd.DataFrame, variant: str, kind: str = "decode", sampling: str | None = "server") -> pd.Series:
@@ -563,6 +718,10 @@ def _step_interval(points: pd.DataFrame, variant: str, batch: int, kind: str = "
     return Interval(float(r["step_ms"]), float(min(lo, r["step_ms"])), float(max(hi, r["step_ms"])))
 
 
+def _of_rig(frame: pd.DataFrame | None, rig: str, columns: list[str]) -> pd.DataFrame:
+    return frame[frame["rig"] == rig] if frame is not None and len(frame) else pd.DataFrame(columns=columns)
+
+
 def rig_view(rig: str, tables: dict, params: dict | None = None, data_dir=None) -> dict:
     """Everything the page and the claims read for one rig: per variant its floors and step curve, the main
     variant's components at each traced batch, sampling, host overlap and context costs."""
@@ -578,7 +737,9 @@ def rig_view(rig: str, tables: dict, params: dict | None = None, data_dir=None) 
             "sampling": sampling_cost(points, rig, main) if main else pd.DataFrame(),
             "host": host_overlap(points, rig, variants),
             "api": api_servers(points, rig, variants),
-            "context": context_cost(points, rig, main, int(params.get("context_batch", 64)), data_dir) if main else None}
+            "context": context_cost(points, rig, main, int(params.get("context_batch", 64)), data_dir) if main else None,
+            "clients": _of_rig(tables.get("clients"), rig, CLIENTS_COLUMNS),
+            "client_runs": _of_rig(tables.get("client_runs"), rig, CLIENT_COLUMNS)}
     comp = view["components"]
     if len(comp):
         pure = comp[~comp["mixed"]].sort_values("batch")
@@ -784,6 +945,31 @@ def judge_filter(view: dict, batch: int = 256) -> Judgement:
                      f"with them minus without ({server.value:.2f} - {none.value:.2f} ms) is {diff.value:.2f} ms")
 
 
+def client_pair(view: dict) -> tuple[pd.Series, pd.Series]:
+    """(one client's point, the most clients' point) of the first variant that ran both, the dense model first."""
+    c = view.get("clients")
+    if c is None or not len(c):
+        raise Missing("two clients at once against one server")
+    for variant in [DENSE, *sorted(set(c["variant"].dropna()) - {DENSE})]:
+        v = c[(c["variant"] == variant)].dropna(subset=["tok_s"])
+        if 1 in set(v["clients"]) and (v["clients"] > 1).any():
+            return v[v["clients"] == 1].iloc[0], v.sort_values("clients").iloc[-1]
+    raise Missing("a flood from one client and from several with the counters polled in both")
+
+
+def judge_clients(view: dict) -> Judgement:
+    one, more = client_pair(view)
+
+    def interval(r):
+        return Interval(float(r.tok_s), float(min(r.tok_s_lo, r.tok_s)), float(max(r.tok_s_hi, r.tok_s)))
+
+    return Judgement(interval(one), interval(more),
+                     f"one client: the server generated {one.tok_s:,.0f} tok/s over the pass ({one.steps_per_s:,.1f} "
+                     f"steps/s); {int(more.clients)} clients at once, {int(more.prompts) // int(more.clients):,} prompts "
+                     f"each: {more.tok_s:,.0f} tok/s over their common window ({more.steps_per_s:,.1f} steps/s); "
+                     "engine counters, the range over each half of the window")
+
+
 TEN = BAND
 WITHIN_20 = (1 / 1.2, 1.2)
 CLAIMS = [
@@ -813,6 +999,12 @@ CLAIMS = [
           judge_filter, (0.8, 1.25),
           why="the filter costs the step more than its kernels take: host-side work or synchronisation around it is "
               "a candidate"),
+    Claim("one-client", "One client does not hold a flood back: two clients at once draw no more from the server",
+          "the server's output (engine counters) over the pass of one `vllm bench serve` process against the same flood "
+          "shared by two processes at once, on the same server", "tok/s", judge_clients, TEN,
+          why="the server's rate moves by more than a tenth with a second client: above, one client (one process "
+              "reading every stream) held the flood back; below, the two clients' own work shares the machine's cores "
+              "with the server"),
 ]
 
 
@@ -942,8 +1134,9 @@ def flood_gap(view: dict, part3: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in f.itertuples():
         b = int(r.max_num_seqs)
-        if b in mc.index:
-            row = {"batch": b, "flood_tok_s": r.output_tok_s, "decode_tok_s": mc.loc[b, "tok_s"],
+        if b not in mc.index:  # a cap this chapter did not decode at
+            continue
+        row = {"batch": b, "flood_tok_s": r.output_tok_s, "decode_tok_s": mc.loc[b, "tok_s"],
                "flood_over_decode": r.output_tok_s / mc.loc[b, "tok_s"],
                "flood_itl_ms": r.itl_p50_ms, "decode_step_ms": mc.loc[b, "step_ms"]}
         for k in ("phase_active_tok_s", "phase_mixed_share", "phase_mixed_step_ms", "phase_mixed_prompt_per_step",
@@ -993,6 +1186,42 @@ def api_words(view: dict, name_untimed: bool = True) -> str | None:
     return words
 
 
+def clients_words(view: dict) -> str | None:
+    """What one flood from one client and the same flood from several at once drew from the same server (engine
+    counters over each pass's common window) and what each client reported; None where the rig has not run both."""
+    try:
+        one, more = client_pair(view)
+    except Missing:
+        return None
+    runs = view["client_runs"]
+    mine = runs[runs["point"] == more.point].sort_values("client")
+    return (f"On {view['rig']}, the {label(one.variant)} flooded with {int(one.prompts):,} requests at its cap of "
+            f"{int(one.cap):,}: from one client the server generated {_n(one.tok_s)} tok/s ({_n(one.steps_per_s)} "
+            f"steps a second, a step every {_n(one.step_ms)} ms, {_n(one.running_mean)} requests running on average); "
+            f"from {int(more.clients)} clients at once it generated {_n(more.tok_s)} tok/s over their common window of "
+            f"{_n(more.window_s)} s ({_n(more.steps_per_s)} steps a second, a step every {_n(more.step_ms)} ms, "
+            f"{_n(more.running_mean)} running), {_n(more.tok_s / one.tok_s)}x one client's. The clients themselves "
+            "reported " + join_and([f"{_n(r.output_tok_s)} tok/s" for r in mine.itertuples()])
+            + f" over their own passes, against {_n(one.clients_tok_s)} from the one client.")
+
+
+def clients_page_table(view: dict) -> pd.DataFrame:
+    """The clients points as the page shows them: per client count, the server's rates over the common window and
+    each client's own output rate."""
+    c, runs = view.get("clients"), view.get("client_runs")
+    if c is None or not len(c):
+        return pd.DataFrame()
+    rows = []
+    for r in c.sort_values(["variant", "clients"]).itertuples():
+        mine = runs[runs["point"] == r.point].sort_values("client")
+        rows.append({"model": label(r.variant), "clients": int(r.clients), "prompts": f"{int(r.prompts):,}",
+                     "common window (s)": _n(r.window_s), "steps a second": _n(r.steps_per_s),
+                     "step (ms)": _n(r.step_ms), "server's output (tok/s)": _n(r.tok_s),
+                     "running (mean)": _n(r.running_mean),
+                     "each client's output (tok/s)": ", ".join(_n(x) for x in mine["output_tok_s"]) or "-"})
+    return pd.DataFrame(rows)
+
+
 def dense_words(view: dict) -> str | None:
     """What the dense 0.5B's passes show: its step where a window held the batch, and where the batch never ran."""
     pts = view["points"]
@@ -1010,6 +1239,29 @@ def dense_words(view: dict) -> str | None:
                      "a window (the most requests running at once: " + ", ".join(
                          f"{_n(r.running_max_pass)} of {int(r.batch)}" for r in lost.itertuples()) + ")")
     return "On the dense 0.5B " + "; ".join(parts) + "."
+
+
+def unmeasured(rig: str, data_dir=None) -> list[PointPlan]:
+    """The points of the rig's plan that have no complete point yet."""
+    from .. import parts
+
+    done = {pt.name for pt in load_points(NAME, data_dir, [rig])}
+    return [pt for pt in parts.plan(0, rig, data_dir) if pt.name not in done]
+
+
+def mixed_missing_words(rig: str, mixed: pd.DataFrame, data_dir=None) -> str | None:
+    """The variants whose mixed sessions the rig's plan holds and the mixed table has no row of, in words."""
+    from .. import parts
+    from ..mixedsteps import PART0
+
+    traced = [pt for pt in parts.plan(0, rig, data_dir) if pt.params.get("kind") == "mixed-trace"]
+    have = set(mixed[(mixed["rig"] == rig) & (mixed["source"] == PART0)]["model"]) if len(mixed) else set()
+    left = [pt for pt in traced if pt.preset not in have]
+    if not left:
+        return None
+    models = join_and(list(dict.fromkeys(f"the {label(pt.params['variant'])}" for pt in left)))
+    return (f"Not measured on {rig}: the mixed steps of {models} (part 0's points "
+            + ", ".join(f"`{pt.name}`" for pt in left) + f"; `make reproduce PART=0 RIG={rig}` runs them).")
 
 
 def _growth(view: dict, variant: str, name: str, a: int = 1, b: int = 256) -> float:
@@ -1139,7 +1391,7 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
                           "--api-server-count (planned, not run)")
         if api is not None:
             words += (". " + api + ": one API server, not the GPU, held the small model's batch back and lengthened "
-                      "its step (two clients at once against one server were not run)")
+                      "its step" + ("" if clients_words(view) else " (two clients at once against one server were not run)"))
         m = view.get("models")
         d = m.set_index("variant").loc[DENSE] if m is not None and len(m) and DENSE in set(m["variant"]) else None
         if d is not None and known_number(d.idle_b256_pct):

@@ -353,7 +353,11 @@ def _async_by_session(points: list) -> dict[tuple, bool | None]:
 def injection_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     """One row per measured injection (point_injections) on every rig, with `async_scheduling`: whether the server
     logged asynchronous scheduling, under which the iteration log's elapsed time is not a step's time (steps_timed)."""
-    pts = measured_points(data_dir, rigs)
+    return injections_of(measured_points(data_dir, rigs))
+
+
+def injections_of(pts: list) -> pd.DataFrame:
+    """injection_table's rows of these points (part 2's, or another part's sessions planned by this part's plan)."""
     modes = _async_by_session(pts)
     frames = []
     for pt in pts:
