@@ -265,3 +265,36 @@ def test_part3s_findings_cite_the_polled_floods_and_fall_back_without_them():
     bullets = p03.key_findings({"h200": p03.rig_view(unpolled, "h200", None, facts)}, facts)
     small = next(b for b in bullets if "0.5B" in b)
     assert "not yet measured" in small and not any("working time" in b for b in bullets)
+
+
+def test_flood_window_words_say_which_floods_have_a_window_and_which_have_only_their_whole_pass():
+    from inference_wall.steady import flood_window_words, steady_row
+
+    window = flood_steady(frame_of([0, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 0]), 256)
+    assert window is not None
+    rows = pd.DataFrame([
+        {"flood": "A", "output_tok_s": 5000.0, **steady_row(window, True)},
+        {"flood": "B", "output_tok_s": 4000.0, **steady_row(None, True)},
+        {"flood": "C", "output_tok_s": 3000.0, **steady_row(None, False)},
+    ])
+    words = flood_window_words(rows, "flood")
+    a, b, c = words.split("; ")
+    assert f"{window.output_tok_s:,.0f} tok/s in its steady window" in a and "5,000 tok/s over the client's whole pass" in a
+    assert f"{window.steps:,.0f} steps" in a and "256 running" in a
+    assert "B: polled, but its running batch never held at the cap" in b and "4,000 tok/s" in b
+    assert "C: not polled" in c and "3,000 tok/s" in c
+    assert "nan" not in words.lower()
+    assert flood_window_words(rows.iloc[0:0], "flood") is None
+
+
+def test_parts_1_and_5_name_each_measured_flood_in_their_steady_words():
+    from inference_wall.parts import variants
+
+    rates = p01.rate_table(rigs=["a10g-published", "h200"])
+    words = p01.flood_steady_words(rates)
+    assert words is not None and "h200's flood" in words and "a10g-published" not in words
+    points = variants.point_table(part=p05.NAME, rigs=["h200"])
+    five = variants.flood_steady_words(points, "h200")
+    floods = points[points["kind"] == "flood"]
+    assert five.count(" at cap ") == len(floods) and "nan" not in five.lower()
+    assert variants.flood_steady_words(points, "no-such-rig") is None

@@ -215,6 +215,30 @@ def point_steady_row(pt, label: str = "bench", share: float = FLOOD_SHARE) -> di
     return steady_row(point_steady(pt, label, share=share), polled(pt, label))
 
 
+def flood_window_words(floods: pd.DataFrame, name: str) -> str | None:
+    """One sentence for a part's floods: per flood (a row with `output_tok_s`, STEADY_COLUMNS and the column `name`
+    that says which flood it is), its steady window's rate, length, step and running batch beside the client's
+    whole-pass rate; a flood that was polled without such a window, or never polled, says so. None for no rows."""
+    from .claims import fmt_num
+
+    def one(r) -> str:
+        whole = f"{fmt_num(r.output_tok_s)} tok/s over the client's whole pass"
+        if not r.steady_polled:
+            return f"{getattr(r, name)}: not polled ({whole} is all there is)"
+        if not math.isfinite(r.steady_output_tok_s):
+            return (f"{getattr(r, name)}: polled, but its running batch never held at the cap for "
+                    f"{MIN_FLOOD_STEPS} steps ({whole} is all there is)")
+        return (f"{getattr(r, name)}: {fmt_num(r.steady_output_tok_s)} tok/s in its steady window "
+                f"({fmt_num(r.steady_window_s)} s, {fmt_num(r.steady_steps)} steps of {fmt_num(r.steady_step_ms)} ms, "
+                f"{fmt_num(r.steady_running_mean)} running) against {whole}")
+
+    if not len(floods):
+        return None
+    return ("The engine's counters, polled during each flood, give its steady window (the running batch within "
+            f"{100 * (1 - FLOOD_SHARE):.0f}% of the cap for at least {MIN_FLOOD_STEPS} steps): "
+            + "; ".join(one(r) for r in floods.itertuples()) + ".")
+
+
 PHASE_COLUMNS = ["phase_active_s", "phase_mixed_share", "phase_mixed_step_ms", "phase_mixed_prompt_per_step",
                  "phase_decode_step_ms", "phase_stalled_s", "phase_starved_share", "phase_active_tok_s"]
 

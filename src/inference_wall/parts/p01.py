@@ -851,6 +851,15 @@ def single_interval_note(mixed: pd.DataFrame) -> str:
     return ("Drawn from a single one-second stats interval, so one sample, not a median: " + "; ".join(said) + ".")
 
 
+def flood_steady_words(rates: pd.DataFrame) -> str | None:
+    """Each measured rig's flood (rate_table's rows of infinite offered rate): its steady window beside its whole
+    pass, in one sentence (steady.flood_window_words); None where no measured rig is shown."""
+    from ..steady import flood_window_words
+
+    floods = rates[(rates["source"] == "measured") & rates["offered_rate_rps"].astype(float).map(math.isinf)]
+    return flood_window_words(floods.assign(flood=floods["rig"] + "'s flood"), "flood")
+
+
 def above_flood_words(rates: pd.DataFrame, points: dict[str, dict]) -> str:
     """Figure 1a's rate passes that completed more than the rig's flood (its dashed line), with whether each ran in
     the flood's server session: '' where none did."""

@@ -111,6 +111,16 @@ def point_table(data_dir=None, rigs: list[str] | None = None, *, part: str, key:
     return pd.DataFrame(rows, columns=cols if not rows else None)
 
 
+def flood_steady_words(points: pd.DataFrame, rig: str, key: str = "format") -> str | None:
+    """The floods of `rig` in point_table's rows: each one's steady window beside its whole pass, in one sentence
+    (steady.flood_window_words), named by its variant and cap; None where the rig has no flood."""
+    from ..steady import flood_window_words
+
+    f = points[(points["rig"] == rig) & (points["kind"] == "flood")].sort_values([key, "max_num_seqs"])
+    return flood_window_words(f.assign(flood=f[key] + " at cap " + f["max_num_seqs"].map(lambda c: f"{c:,.0f}")),
+                              "flood")
+
+
 def short_windows(points: pd.DataFrame) -> pd.DataFrame:
     """Floods whose measured pass lasted less than the part's min_window_s: too short to call steady."""
     if not len(points):
