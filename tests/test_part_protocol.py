@@ -77,7 +77,9 @@ def test_the_runner_probes_no_part(path):
 # The parts each part's module may import: the series' data dependencies (a part that compares with an earlier part's
 # measurements of the same rig), never a part imported for its helpers. What two parts share lives in a module of its
 # own (parts/variants.py for parts 5 and 6).
-DATA_DEPENDENCIES = {0: {3}, 1: set(), 2: {1}, 3: {1}, 4: {1}, 5: {1, 3}, 6: set()}
+# Part 0 runs part 2's sessions (background, injected prompt, trace) on the dense model and reads them beside part 2's
+# traces of the 4B (mixedsteps), so part 2 is one of its data dependencies as well as part 3.
+DATA_DEPENDENCIES = {0: {2, 3}, 1: set(), 2: {1}, 3: {1}, 4: {1}, 5: {1, 3}, 6: set()}
 
 
 def _part_imports(path: Path) -> set[int]:
