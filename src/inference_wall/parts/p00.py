@@ -1365,14 +1365,22 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
         a, b = common[-2], common[-1]
         dd = (dense.loc[b, "step_ms"] - dense.loc[a, "step_ms"]) / (b - a)
         dh = (hyb.loc[b, "step_ms"] - hyb.loc[a, "step_ms"]) / (b - a)
-        p3 = None
+        p3, cliffs = None, ""
         if part3 is not None and len(part3):
-            from .p03 import added_sequence_ms  # the series' data dependency: part 3's floods of the same rig
+            # the series' data dependency: part 3's floods of the same rig
+            from .p03 import added_sequence_ms, cliff, cliff_comparison
             r3 = part3[part3["rig"] == view["rig"]]
-            small, big = (added_sequence_ms(r3[r3["model"] == m]) for m in ("small", "main"))
+            s3, m3 = (r3[r3["model"] == m] for m in ("small", "main"))
+            small, big = added_sequence_ms(s3), added_sequence_ms(m3)
             if small and big:
                 p3 = (small, big)
-        words = (f"**Why the 0.5B's cliff is shallower than the 4B's (part 3).** In pure decode here each sequence added from "
+            caps = sorted(set(s3["max_num_seqs"]) & set(m3["max_num_seqs"]))
+            if len(caps) >= 2:
+                cs, cm = cliff(s3, caps[0], caps[-1]), cliff(m3, caps[0], caps[-1])
+                cliffs = (f"Part 3's floods on this rig put the 0.5B's cliff at {_n(cs)}x and the 4B's at {_n(cm)}x "
+                          f"(best cap over cap {caps[0]:,.0f}, caps up to {caps[-1]:,.0f}): "
+                          f"{cliff_comparison(cs, cm)}. ")
+        words = (f"**The 0.5B's cliff against the 4B's (part 3).** {cliffs}In pure decode here each sequence added from "
                  f"{a} to {b} costs the dense 0.5B {_n(1000 * dd)} us a step and the hybrid 4B {_n(1000 * dh)} us")
         if p3:
             key = next((k for k in p3[0] if k.endswith("_ms") or "per" in k), None)
@@ -1392,6 +1400,14 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
         if api is not None:
             words += (". " + api + ": one API server, not the GPU, held the small model's batch back and lengthened "
                       "its step" + ("" if clients_words(view) else " (two clients at once against one server were not run)"))
+        try:
+            one, more = client_pair(view)
+            words += (f". Flooded at cap {int(one.cap):,} from one client, the server generated {_n(one.tok_s)} tok/s "
+                      f"with {_n(one.running_mean)} requests running on average; from {int(more.clients)} clients at "
+                      f"once, {_n(more.tok_s)} tok/s ({_n(more.tok_s / one.tok_s)}x) with {_n(more.running_mean)} "
+                      "running (claim one-client below)")
+        except Missing:
+            pass
         m = view.get("models")
         d = m.set_index("variant").loc[DENSE] if m is not None and len(m) and DENSE in set(m["variant"]) else None
         if d is not None and known_number(d.idle_b256_pct):
