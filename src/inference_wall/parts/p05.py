@@ -710,4 +710,5 @@ def key_findings(views: dict[str, dict], predicted: pd.DataFrame, data_dir=None)
 
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=with_data_dir(page_tables), view=reading_data_dir(rig_view),
-            findings=one_paragraph(findings), claims=judged(CLAIMS), closing=closing_note, served_presets=served_presets)
+            findings=one_paragraph(findings), claims=judged(CLAIMS), closing=closing_note,
+            served_presets=served_presets)

@@ -452,5 +452,5 @@ def key_findings(views: dict[str, dict], predicted: pd.DataFrame, model: str, da
 
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=with_data_dir(page_tables), view=reading_data_dir(rig_view),
-            findings=one_paragraph(findings), claims=judged(CLAIMS), closing=closing_note, served_presets=served_presets,
-            gpus_needed=gpus_needed)
+            findings=one_paragraph(findings), claims=judged(CLAIMS), closing=closing_note,
+            served_presets=served_presets, gpus_needed=gpus_needed)
