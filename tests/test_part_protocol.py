@@ -2,9 +2,12 @@
 instead of probing the module for what it has."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from inference_wall import parts
@@ -106,3 +109,116 @@ def test_a_part_imports_only_the_parts_whose_data_it_builds_on(n):
 def test_the_variant_wing_imports_no_part():
     assert not _part_imports(ROOT / "src" / "inference_wall" / "parts" / "variants.py")
     assert _part_imports(ROOT / "src" / "inference_wall" / "parts" / "p05.py") == {1, 3}
+
+
+# The page's jobs, each with the protocol's one signature (parameter names, in order), and the runner's.
+JOB_PARAMETERS = {"plan": ["params", "profile", "pools", "data_dir"], "served_presets": ["params", "profile"],
+                  "gpus_needed": ["params"], "tables": ["data_dir", "rigs"], "view": ["rig", "tables", "params"],
+                  "findings": ["view"], "claims": ["views"], "closing": ["views", "device"]}
+
+
+def test_the_protocol_lists_every_job():
+    assert set(protocol.JOBS) == set(JOB_PARAMETERS)
+    assert set(protocol.JOBS) <= {f.name for f in dataclasses.fields(protocol.Part)}
+
+
+@pytest.mark.parametrize("n", NUMBERS)
+@pytest.mark.parametrize("job", list(JOB_PARAMETERS))
+def test_every_part_implements_each_job_with_the_protocols_signature(n, job):
+    """Each job takes the protocol's arguments, positionally, and needs no other; the page's jobs (adapters written
+    for the protocol where a part's own function differs) also name them as the protocol does."""
+    import inspect
+
+    sig = inspect.signature(getattr(parts.protocol_of(n), job))
+    sig.bind(*JOB_PARAMETERS[job])
+    required = [p.name for p in sig.parameters.values() if p.default is inspect.Parameter.empty]
+    assert len(required) <= len(JOB_PARAMETERS[job])
+    if job not in ("plan", "served_presets", "gpus_needed"):
+        assert list(sig.parameters)[:len(JOB_PARAMETERS[job])] == JOB_PARAMETERS[job], f"part {n}'s {job}"
+
+
+DATA = ROOT / "data"
+
+
+def _same(new, old) -> None:
+    """Equal, frame by frame and field by field (a table may hold dicts of objects without an equality)."""
+    if isinstance(old, pd.DataFrame):
+        pd.testing.assert_frame_equal(new, old)
+    elif isinstance(old, pd.Series):
+        pd.testing.assert_series_equal(new, old)
+    elif isinstance(old, np.ndarray):
+        np.testing.assert_array_equal(new, old)
+    elif isinstance(old, dict):
+        assert list(new) == list(old)
+        for key in old:
+            _same(new[key], old[key])
+    elif isinstance(old, (list, tuple)):
+        assert len(new) == len(old)
+        for a, b in zip(new, old):
+            _same(a, b)
+    elif dataclasses.is_dataclass(old):
+        assert type(new) is type(old)
+        _same({f.name: getattr(new, f.name) for f in dataclasses.fields(old)},
+              {f.name: getattr(old, f.name) for f in dataclasses.fields(old)})
+    elif hasattr(old, "__dict__") and type(old).__eq__ is object.__eq__:
+        assert type(new) is type(old)
+        _same(vars(new), vars(old))
+    else:
+        assert new == old or (new != new and old != old)
+
+
+def _same_tables(new: dict, old: dict) -> None:
+    """The page's tables are the old ones, and the protocol's keys besides."""
+    assert set(new) - set(old) <= {protocol.DATA_DIR, protocol.REFERENCE}
+    _same({k: new[k] for k in old}, old)
+
+
+def _rigs(n: int, published: bool = True) -> list[str]:
+    from inference_wall.schema import PUBLISHED_RIG
+
+    return [r for r in parts.page_rigs(n, DATA) if published or r != PUBLISHED_RIG]
+
+
+def test_part_1s_page_is_its_per_part_calls():
+    from inference_wall.claims import evaluate
+    from inference_wall.parts import p01
+
+    shown = _rigs(1)
+    page = protocol.page(p01.PART, DATA, shown)
+    tables = p01.page_tables(DATA, shown)
+    views = {rig: p01.rig_view(rig, DATA, tables) for rig in shown}
+    _same_tables(page.tables, tables)
+    assert page.findings == {rig: p01.key_findings({rig: v}) for rig, v in views.items()}
+    pd.testing.assert_frame_equal(page.claims, evaluate(p01.CLAIMS, views, p01.claim_facts(DATA)))
+
+
+def test_part_3s_page_is_its_per_part_calls():
+    from inference_wall.claims import evaluate
+    from inference_wall.parts import p01, p03
+
+    shown = _rigs(3)
+    page = protocol.page(p03.PART, DATA, shown)
+    table, facts = p03.sweep_table(DATA, shown), p03.reference_view(DATA)
+    rigs1 = sorted({p03.part1_rig(r, DATA) for r in shown})
+    tables1 = p01.page_tables(DATA, rigs1)
+    views1 = {r: p01.rig_view(r, DATA, tables1) for r in rigs1}
+    fits = {rig: views1[p03.part1_rig(rig, DATA)] for rig in shown}
+    spread = p03.run_to_run(table)
+    views = {rig: p03.rig_view(table, rig, fits[rig], facts, spread) for rig in shown}
+    _same_tables(page.tables, {"sweep": table, "part1": fits, "spread": spread, protocol.REFERENCE: facts})
+    assert page.findings == {rig: p03.key_findings({rig: v}, facts) for rig, v in views.items()}
+    pd.testing.assert_frame_equal(page.claims, evaluate(p03.CLAIMS, views, facts))
+
+
+def test_part_5s_page_is_its_per_part_calls():
+    from inference_wall.claims import evaluate
+    from inference_wall.parts import p05
+
+    shown = _rigs(5, published=False)
+    page = protocol.page(p05.PART, DATA, shown)
+    tables = p05.page_tables(DATA, shown)
+    views = {rig: p05.rig_view(rig, tables, parts.parameters(5, rig, DATA), DATA) for rig in shown}
+    _same_tables(page.tables, tables)
+    assert page.findings == {rig: [p05.findings(v)] for rig, v in views.items()}
+    pd.testing.assert_frame_equal(page.claims, evaluate(p05.CLAIMS, views))
+    assert p05.PART.closing(page.views, None) == p05.closing_note(views, None)

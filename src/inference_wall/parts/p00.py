@@ -40,7 +40,7 @@ from ..errors import UserError
 from ..predict import join_and
 from ..sweep import PassPlan, PointPlan
 from ..trace import decode_window_trace
-from .protocol import Part, without_data_dir
+from .protocol import Part, judged, reading_data_dir, with_data_dir, without_data_dir
 
 NAME = "00-inside-a-step"
 NOTEBOOK = "notebooks/00-inside-a-step.md"
@@ -1437,4 +1437,5 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
     return out
 
 
-PART = Part(NAME, DEFAULTS, without_data_dir(plan), served_presets=served_presets)
+PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=with_data_dir(page_tables), view=reading_data_dir(rig_view),
+            findings=findings, claims=judged(CLAIMS), served_presets=served_presets)

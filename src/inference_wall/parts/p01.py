@@ -18,7 +18,7 @@ from ..schema import PUBLISHED_RIG
 from ..errors import UserError
 from ..store import load_points, pass_summary, request_throughput
 from ..sweep import PassPlan, PointPlan, prompts_for_window
-from .protocol import Part, without_data_dir
+from .protocol import DATA_DIR, REFERENCE, Part, judged, without_data_dir
 
 NAME = "01-hit-the-wall"
 NOTEBOOK = "notebooks/01-hit-the-wall.md"
@@ -1030,4 +1030,20 @@ def takeaways_markdown(items: list[tuple[str, str]]) -> str:
     return "\n".join(f"{i}. {post} **What the data say:** {data}" for i, (post, data) in enumerate(items, 1))
 
 
-PART = Part(NAME, DEFAULTS, without_data_dir(plan))
+def protocol_tables(data_dir, rigs: list[str]) -> dict:
+    """The protocol's tables: page_tables, the data dir and the post's figures the claims quote (claim_facts)."""
+    return {**page_tables(data_dir, rigs), DATA_DIR: data_dir, REFERENCE: claim_facts(data_dir)}
+
+
+def protocol_view(rig: str, tables: dict, params: dict) -> dict:
+    """The protocol's view: rig_view, carrying the post's figures its claims quote."""
+    return {**rig_view(rig, tables[DATA_DIR], tables), REFERENCE: tables[REFERENCE]}
+
+
+def rig_findings(view: dict) -> list[str]:
+    """The protocol's findings: the findings box's sentences on this rig alone."""
+    return key_findings({view["rig"]: view})
+
+
+PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=protocol_tables, view=protocol_view, findings=rig_findings,
+            claims=judged(CLAIMS))

@@ -28,7 +28,7 @@ from ..schema import PUBLISHED_RIG
 from ..store import bench_result, derived, load_points, open_artefact, read_artefact, read_text
 from ..sweep import PassPlan, PointPlan
 from ..weightbytes import config_matmul_params  # noqa: F401  (its home is weightbytes; p02's name stays)
-from .protocol import Part
+from .protocol import DATA_DIR, REFERENCE, Part, judged
 
 NAME = "02-prefill-freeze"
 NOTEBOOK = "notebooks/02-prefill-freeze.md"
@@ -1022,4 +1022,26 @@ def key_findings(freezes: pd.DataFrame, views: dict[str, dict], facts: dict) -> 
     return out[:5]
 
 
-PART = Part(NAME, DEFAULTS, plan)  # its knee points read part 1's knee from the data dir
+def protocol_tables(data_dir, rigs: list[str]) -> dict:
+    """The protocol's tables: the measured rigs' injections and freezes, the post's figures (reference_view) and
+    the data dir."""
+    injections = injection_table(data_dir, [r for r in rigs if r != PUBLISHED_RIG])
+    return {"injections": injections, "freezes": freeze_table(injections), REFERENCE: reference_view(data_dir),
+            DATA_DIR: data_dir}
+
+
+def protocol_view(rig: str, tables: dict, params: dict) -> dict:
+    """The protocol's view: rig_view at the claims' budget, with the post's figures, and the rig's freezes."""
+    freezes = tables["freezes"]
+    return {**with_reference(rig_view(tables["injections"], rig), tables[REFERENCE]), REFERENCE: tables[REFERENCE],
+            "freezes": freezes[freezes["rig"] == rig]}
+
+
+def rig_findings(view: dict) -> list[str]:
+    """The protocol's findings: the rig's paragraph (findings)."""
+    return [findings(view["freezes"], view["rig"])]
+
+
+# its knee points read part 1's knee from the data dir
+PART = Part(NAME, DEFAULTS, plan, tables=protocol_tables, view=protocol_view, findings=rig_findings,
+            claims=judged(page_claims))

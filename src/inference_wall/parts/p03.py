@@ -13,7 +13,7 @@ from ..reference import load_reference
 from ..schema import PUBLISHED_RIG
 from ..store import load_points, pass_summary
 from ..sweep import PassPlan, PointPlan
-from .protocol import Part, without_data_dir
+from .protocol import DATA_DIR, REFERENCE, Part, judged, without_data_dir
 
 NAME = "03-batching-cliff"
 NOTEBOOK = "notebooks/03-batching-cliff.md"
@@ -853,4 +853,29 @@ def past_cap_words(v: dict, verdict: str) -> str | None:
     return words
 
 
-PART = Part(NAME, DEFAULTS, without_data_dir(plan))
+def protocol_tables(data_dir, rigs: list[str]) -> dict:
+    """The protocol's tables: the sweep, part 1's view of each rig (of the rig it repeats), the run-to-run spread,
+    the post's figures (reference_view) and the data dir."""
+    from . import p01
+
+    table = sweep_table(data_dir, rigs)
+    rigs1 = {rig: part1_rig(rig, data_dir) for rig in rigs}
+    tables1 = p01.page_tables(data_dir, sorted(set(rigs1.values())))
+    views1 = {r: p01.rig_view(r, data_dir, tables1) for r in sorted(set(rigs1.values()))}
+    return {"sweep": table, "part1": {rig: views1[r] for rig, r in rigs1.items()}, "spread": run_to_run(table),
+            REFERENCE: reference_view(data_dir), DATA_DIR: data_dir}
+
+
+def protocol_view(rig: str, tables: dict, params: dict) -> dict:
+    """The protocol's view: rig_view, carrying the post's figures its claims quote."""
+    view = rig_view(tables["sweep"], rig, tables["part1"][rig], tables[REFERENCE], tables["spread"])
+    return {**view, REFERENCE: tables[REFERENCE]}
+
+
+def rig_findings(view: dict) -> list[str]:
+    """The protocol's findings: the findings box's sentences on this rig alone."""
+    return key_findings({view["rig"]: view}, view[REFERENCE])
+
+
+PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=protocol_tables, view=protocol_view, findings=rig_findings,
+            claims=judged(CLAIMS))

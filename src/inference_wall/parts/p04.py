@@ -30,7 +30,7 @@ from ..errors import UserError
 from ..kvcache import NULL_BLOCKS, ModelLayout
 from ..store import load_points, pass_summary
 from ..sweep import PassPlan, PointPlan
-from .protocol import Part
+from .protocol import DATA_DIR, Part, one_paragraph
 
 NAME = "04-kv-starvation"
 NOTEBOOK = "notebooks/04-kv-starvation.md"
@@ -985,4 +985,16 @@ def for_reader(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-PART = Part(NAME, DEFAULTS, plan)
+def protocol_tables(data_dir, rigs: list[str]) -> dict:
+    """The protocol's tables: the points, part 1's step fit of each rig (step_fit) and the data dir."""
+    return {"points": point_table(data_dir, rigs), "fits": {rig: step_fit(rig, data_dir) for rig in rigs},
+            DATA_DIR: data_dir}
+
+
+def protocol_view(rig: str, tables: dict, params: dict) -> dict:
+    """The protocol's view: rig_view with the rig's step fit."""
+    return rig_view(tables["points"], rig, tables["fits"][rig])
+
+
+PART = Part(NAME, DEFAULTS, plan, tables=protocol_tables, view=protocol_view, findings=one_paragraph(findings),
+            claims=evaluate_claims)

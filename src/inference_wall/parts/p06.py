@@ -16,7 +16,7 @@ from ..analysis import Interval, combine
 from ..claims import Claim, Judgement, Missing, missing, need
 from ..errors import UserError
 from ..sweep import PointPlan
-from .protocol import Part, without_data_dir
+from .protocol import Part, judged, one_paragraph, reading_data_dir, with_data_dir, without_data_dir
 from . import variants
 
 NAME = "06-past-one-gpu"
@@ -451,4 +451,6 @@ def key_findings(views: dict[str, dict], predicted: pd.DataFrame, model: str, da
     return out[:5]
 
 
-PART = Part(NAME, DEFAULTS, without_data_dir(plan), served_presets=served_presets, gpus_needed=gpus_needed)
+PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=with_data_dir(page_tables), view=reading_data_dir(rig_view),
+            findings=one_paragraph(findings), claims=judged(CLAIMS), closing=closing_note,
+            served_presets=served_presets, gpus_needed=gpus_needed)

@@ -1,16 +1,27 @@
 """The part protocol: what every part module offers the runner, one signature per job. Each module ends with
 `PART = Part(...)` built from its own functions; parts/__init__.py and the CLI call these fields and probe nothing.
 
-Only the jobs every part does with one signature are here: planning (what to run), the presets its servers load,
-and the GPUs one of its servers takes. A page's tables, view, claims, findings and closing words differ from part
-to part in their arguments and their kind (a part's notebook calls its own), so they are not fields."""
+The runner's jobs: planning (what to run), the presets its servers load, and the GPUs one of its servers takes.
+The page's jobs: its tables (read once from the data dir), a view per rig, each view's findings, the claims table
+of the views and the closing words; `page` runs the first four in order, the one call of a notebook's setup. Where
+a part's own functions take other arguments, its module adapts them (thin functions next to its PART).
+
+What a view reads besides its tables travels in them: the data dir they were read from (`DATA_DIR`: a rig's
+model files, its logs) and, for a part whose claims quote the post's figures, those figures (`REFERENCE`), which
+its views carry on so that its claims table is judged from the views alone."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import pandas as pd
+
+from ..claims import Claim, evaluate
 from ..sweep import PointPlan
+
+DATA_DIR = "data_dir"  # a page's tables: the data dir they were read from
+REFERENCE = "reference"  # a page's tables and each view: the post's figures the part's claims quote
 
 
 def rig_presets(params: dict, profile) -> list[str]:
@@ -31,6 +42,46 @@ def without_data_dir(plan: Callable[..., list[PointPlan]]) -> Callable[..., list
     return planned
 
 
+def with_data_dir(page_tables: Callable[[Path | None, list[str]], dict]) -> Callable[[Path | None, list[str]], dict]:
+    """The protocol's tables for a part whose page_tables(data_dir, rigs) gives them: those and the data dir."""
+    def tables(data_dir: Path | None, rigs: list[str]) -> dict:
+        return {**page_tables(data_dir, rigs), DATA_DIR: data_dir}
+    return tables
+
+
+def reading_data_dir(rig_view: Callable[[str, dict, dict, Path | None], dict]) -> Callable[[str, dict, dict], dict]:
+    """The protocol's view for a part whose rig_view(rig, tables, params, data_dir) reads the data dir too."""
+    def view(rig: str, tables: dict, params: dict) -> dict:
+        return rig_view(rig, tables, params, tables[DATA_DIR])
+    return view
+
+
+def no_closing(views: dict[str, dict], device: pd.DataFrame | None) -> str:
+    """The closing words of a part whose page has none."""
+    return ""
+
+
+def one_paragraph(findings: Callable[[dict], str]) -> Callable[[dict], list[str]]:
+    """The protocol's findings for a part whose findings of a view are one paragraph."""
+    def sentences(view: dict) -> list[str]:
+        return [findings(view)]
+    return sentences
+
+
+def reference(views: dict[str, dict]) -> dict | None:
+    """The post's figures the views carry (any view's: they are the same), None where they carry none."""
+    return next((v[REFERENCE] for v in views.values() if REFERENCE in v), None)
+
+
+def judged(claims: list[Claim] | Callable[[dict[str, dict]], list[Claim]]) -> Callable[[dict[str, dict]], pd.DataFrame]:
+    """The protocol's claims for a part judged by the claims engine (claims.evaluate): its claims (or the claims
+    for the views shown, where a callable picks them) on every view, with the post's figures the views carry."""
+    def table(views: dict[str, dict]) -> pd.DataFrame:
+        chosen = claims(views) if callable(claims) else claims
+        return evaluate(chosen, views, reference(views))
+    return table
+
+
 @dataclass(frozen=True)
 class Part:
     """One part, as the runner sees it.
@@ -39,9 +90,52 @@ class Part:
     defaults: its default parameters (the module's DEFAULTS, the same dict).
     plan(params, profile, pools, data_dir) -> the points to run, in order.
     served_presets(params, profile) -> the model presets its servers load (the rig's KV pool is read for each).
-    gpus_needed(params) -> the GPUs one of its servers takes at the most (make reproduce refuses fewer)."""
+    gpus_needed(params) -> the GPUs one of its servers takes at the most (make reproduce refuses fewer).
+    tables(data_dir, rigs) -> the page's tables of those rigs, by name (with DATA_DIR, and REFERENCE where used).
+    view(rig, tables, params) -> what the page's claims, figures and prose need about one rig.
+    findings(view) -> sentences on one rig's view.
+    claims(views) -> the claims table: one row per claim judged on a rig (a part's own columns).
+    closing(views, device) -> the page's closing words (device: the device-time table, or None)."""
     name: str
     defaults: dict
     plan: Callable[[dict, object, dict | None, Path | None], list[PointPlan]]
+    tables: Callable[[Path | None, list[str]], dict]
+    view: Callable[[str, dict, dict], dict]
+    findings: Callable[[dict], list[str]]
+    claims: Callable[[dict[str, dict]], pd.DataFrame]
+    closing: Callable[[dict[str, dict], pd.DataFrame | None], str] = no_closing
     served_presets: Callable[[dict, object], list[str]] = rig_presets
     gpus_needed: Callable[[dict], int] = one_gpu
+
+
+JOBS = ("plan", "served_presets", "gpus_needed", "tables", "view", "findings", "claims", "closing")
+
+
+@dataclass(frozen=True)
+class Page:
+    """What a notebook's setup computes: the rigs shown, the tables, each rig's parameters, view and findings, and
+    the claims table."""
+    rigs: list[str]
+    tables: dict
+    params: dict[str, dict]
+    views: dict[str, dict]
+    findings: dict[str, list[str]]
+    claims: pd.DataFrame
+
+
+def rig_parameters(part: Part, rig: str, data_dir: Path | None) -> dict:
+    """A rig's parameters for the part (parts.parameters); the published rig has no profile: the part's defaults."""
+    from ..schema import PUBLISHED_RIG
+    from . import parameters
+
+    return dict(part.defaults) if rig == PUBLISHED_RIG else parameters(part.name, rig, data_dir)
+
+
+def page(part: Part, data_dir: Path | None, rigs: list[str], params: dict[str, dict] | None = None) -> Page:
+    """A part's page on `rigs`: its tables, a view per rig (with `params`, each rig's parameters; None: the rig's
+    own), each view's findings and the claims table."""
+    params = params if params is not None else {rig: rig_parameters(part, rig, data_dir) for rig in rigs}
+    tables = part.tables(data_dir, rigs)
+    views = {rig: part.view(rig, tables, params[rig]) for rig in rigs}
+    return Page(list(rigs), tables, params, views, {rig: part.findings(v) for rig, v in views.items()},
+                part.claims(views))
