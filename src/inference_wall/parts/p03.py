@@ -651,9 +651,12 @@ def key_findings(views: dict[str, dict], facts: dict) -> list[str]:
         lo, hi = v["small_caps"]
         s_add, m_add = added_sequence_ms(v["small"], MID_CAP, REF_CAP), added_sequence_ms(v["sweep"], MID_CAP, REF_CAP)
         starved = _phase(v["small"], REF_CAP, "phase_starved_share")
+        top = float(v["small"]["max_num_seqs"].max())
+        top_starved = _phase(v["small"], top, "phase_starved_share") if top > REF_CAP else math.nan
         why = (f": its flood at cap {REF_CAP} had free slots and nothing waiting in the engine for {_pct(starved)} of "
-               "its working time, so the requests were not reaching the engine (Inside a step times the same model "
-               "behind two API servers)" if starved == starved else ", and why is not yet measured")
+               "its working time" + (f" ({_pct(top_starved)} at cap {top:,.0f})" if top_starved == top_starved else "")
+               + ", so the requests were not reaching the engine (Inside a step measures the same model behind two "
+               "API servers and from two clients at once)" if starved == starved else ", and why is not yet measured")
         per = (f"; from cap {MID_CAP} to {REF_CAP} each added sequence cost it {fmt(s_add['ms_per_seq'] / m_add['ms_per_seq'])}x "
                f"what it cost the 4B{why}" if s_add and m_add and m_add["ms_per_seq"] > 0 else "")
         out.append(f"The post found a 0.5B model's cliff steeper ({facts.get('small_model_batching_lift', math.nan):g}x "
