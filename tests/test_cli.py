@@ -448,11 +448,14 @@ def test_a_run_into_another_data_dir_writes_its_page_files_beside_it(tmp_path, m
 
     monkeypatch.setenv(figures.STATIC_DIR_ENV, "x")  # recorded as unset: teardown removes what the call sets
     monkeypatch.delenv(figures.STATIC_DIR_ENV)
-    cli._page_files_beside(cli.REPO / "data")
+    with cli._page_files_beside(cli.REPO / "data"):
+        assert figures.STATIC_DIR_ENV not in os.environ
+        assert figures.static_dir() == figures.book_root() / "_static"
+    with cli._page_files_beside(tmp_path / "data"):
+        assert os.environ[figures.STATIC_DIR_ENV] == str((tmp_path / "_static").resolve())
+        assert figures.figures_dir() == (tmp_path / "_static" / "figures").resolve()
+        path = figures.save_csv(__import__("pandas").DataFrame({"a": [1]}), "part9-x")
+        assert path == (tmp_path / "_static" / "tables" / "part9-x.csv").resolve()
+    # the setting lasts for the run alone: the full suite once ran a reproduce in-process, and a later end-to-end
+    # run in the same worker inherited its _static/ (its own page files were not beside its data)
     assert figures.STATIC_DIR_ENV not in os.environ
-    assert figures.static_dir() == figures.book_root() / "_static"
-    cli._page_files_beside(tmp_path / "data")
-    assert os.environ[figures.STATIC_DIR_ENV] == str((tmp_path / "_static").resolve())
-    assert figures.figures_dir() == (tmp_path / "_static" / "figures").resolve()
-    path = figures.save_csv(__import__("pandas").DataFrame({"a": [1]}), "part9-x")
-    assert path == (tmp_path / "_static" / "tables" / "part9-x.csv").resolve()

@@ -5,6 +5,7 @@ Every user error is one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
 import json
 import os
 import signal
@@ -284,8 +285,7 @@ def _reproduce(request: RunRequest, output: Path | None) -> int:
     report_path.unlink(missing_ok=True)
     params = _notebook_parameters(replace(request, report_path=str(report_path)))
     nb = _load_notebook(notebook)
-    _page_files_beside(request.data_dir)
-    with _KernelSignals() as signals:
+    with _page_files_beside(request.data_dir), _KernelSignals() as signals:
         try:
             signals.run(lambda: papermill.execute_notebook(
                 nb, str(out), parameters=params, cwd=str(notebook.parent), kernel_name="python3", progress_bar=False,
@@ -308,14 +308,23 @@ def _reproduce(request: RunRequest, output: Path | None) -> int:
     return _report(report)
 
 
-def _page_files_beside(data_dir: Path) -> None:
+@contextmanager
+def _page_files_beside(data_dir: Path):
     """A run into a data dir other than the repository's renders its page from that data: its figures and CSVs go
-    to a _static/ beside that data dir (the kernel inherits the setting), never over the book's own."""
+    to a _static/ beside that data dir (the kernel, started inside, inherits the setting), never over the book's
+    own. The setting lasts for the run alone: a caller that runs `main` in its own process (the tests) keeps no
+    trace of it, so a later run of another data dir is not sent to this one's _static/."""
     from .schema import STATIC_DIR_ENV
 
     data_dir = Path(data_dir).resolve()
-    if data_dir != (REPO / "data").resolve():
-        os.environ.setdefault(STATIC_DIR_ENV, str(data_dir.parent / "_static"))
+    before = os.environ.get(STATIC_DIR_ENV)
+    if data_dir != (REPO / "data").resolve() and before is None:
+        os.environ[STATIC_DIR_ENV] = str(data_dir.parent / "_static")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(STATIC_DIR_ENV, None)
 
 
 class _KernelSignals:
