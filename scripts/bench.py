@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from inference_wall.store import DERIVED_CACHE  # noqa: E402
+from inference_wall.records.store import DERIVED_CACHE  # noqa: E402
 
 
 def timed(cmd: list[str], cwd: Path) -> float:
@@ -89,7 +89,7 @@ def fresh_clone_to_book() -> float:
 
 
 def device_time() -> list[str]:
-    from inference_wall.devicebudget import device_lines
+    from inference_wall.records.devicebudget import device_lines
 
     return device_lines()
 

@@ -471,7 +471,7 @@ def build_once(root: Path = ROOT) -> int:
     from jupyter_book import sphinx as jb_sphinx
     from jupyter_book.cli.main import main as jb_main
 
-    # Sphinx reads pages in parallel (jobs > 1, more than five pages to read; inference_wall.book_static
+    # Sphinx reads pages in parallel (jobs > 1, more than five pages to read; inference_wall.pages.book_static
     # declares that safe): Jupyter Book 1.0.4's command line always asks for one process.
     jb_sphinx.build_sphinx = functools.partial(jb_sphinx.build_sphinx, jobs=jobs(root))
     use_executed_copies(root)

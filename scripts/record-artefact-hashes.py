@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from inference_wall.store import MANIFEST, artefact_records, iter_points, write_json_atomic  # noqa: E402
+from inference_wall.records.store import MANIFEST, artefact_records, iter_points, write_json_atomic  # noqa: E402
 
 
 def problems(point: Path, manifest: dict) -> list[str]:

@@ -2,7 +2,7 @@
 # Build .venv-vllm-gpu: a CUDA build of vLLM for this host's NVIDIA driver, the interpreter that
 # `make reproduce` serves a GPU rig with when the Python running the package has no vLLM (`make vllm-gpu`).
 #
-# Which vLLM: src/inference_wall/gpuenv.py (pick_vllm) reads the driver's version in nvidia-smi's header
+# Which vLLM: src/inference_wall/run/gpuenv.py (pick_vllm) reads the driver's version in nvidia-smi's header
 # ("Driver Version: 580.95.05") and applies NVIDIA's rule (CUDA compatibility guide, minor-version
 # compatibility: CUDA 13.x builds need R580+, CUDA 12.x builds run from R525 on):
 #   R580 or newer   vllm==0.22.1 + torch==2.11.0 (the CUDA 13 build: vLLM's _C needs libcudart.so.13,
@@ -47,7 +47,7 @@ esac
 # one-line error and this script exits with its status before touching anything. The stamp below holds the
 # chosen pins, so a different choice rebuilds the venv.
 host_python=$(command -v python3) || { echo "setup-vllm-gpu: python3 not found on PATH" >&2; exit 2; }
-pins=$(PYTHONPATH="$repo/src" "$host_python" -m inference_wall.gpuenv pin) || exit $?
+pins=$(PYTHONPATH="$repo/src" "$host_python" -m inference_wall.run.gpuenv pin) || exit $?
 reqs=$(grep -v '^#' <<<"$pins")
 vllm_version=$(sed -n 's/^vllm==//p' <<<"$reqs")
 torch_version=$(sed -n 's/^torch==//p' <<<"$reqs")
@@ -57,7 +57,7 @@ if [[ ${1:-} == --dry-run ]]; then
   exit 0
 fi
 
-want=$( { cat "${BASH_SOURCE[0]}" "$repo/src/inference_wall/gpuenv.py"; echo "$reqs"; } | sha256sum | cut -d' ' -f1)
+want=$( { cat "${BASH_SOURCE[0]}" "$repo/src/inference_wall/run/gpuenv.py"; echo "$reqs"; } | sha256sum | cut -d' ' -f1)
 if [[ -f $stamp && $(cat "$stamp") == "$want" && -x $venv/bin/python ]]; then
   say "$venv is up to date (stamp matches); nothing to do ($((SECONDS - start)) s)"
   exit 0

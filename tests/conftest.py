@@ -72,7 +72,7 @@ def fake_vllm_env(tmp_path, monkeypatch):
     path = fake_vllm.install(tmp_path / "fakevllm")
     monkeypatch.setenv("PYTHONPATH", path)
     monkeypatch.setenv("INFERENCE_WALL_BENCH_FORK", "0")
-    from inference_wall import server
+    from inference_wall.run import server
 
     monkeypatch.setattr(server, "REGISTRY", tmp_path / "registry")
     return tmp_path

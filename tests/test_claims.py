@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from inference_wall import analysis
-from inference_wall.analysis import Interval
-from inference_wall.claims import (DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, VERDICTS, Claim, Judgement, evaluate,
+from inference_wall.measure import analysis
+from inference_wall.measure.analysis import Interval
+from inference_wall.measure.claims import (DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, VERDICTS, Claim, Judgement, evaluate,
                                    judge_contains, judge_ratio, verdict_matrix)
-from inference_wall.kvcache import KVPool, ModelLayout
+from inference_wall.model.kvcache import KVPool, ModelLayout
 from inference_wall.parts import p01, p03
 
 I = Interval.exact
@@ -158,7 +158,7 @@ def test_the_crossover_is_not_the_plateau():
 def test_block_size_and_vision_tower_from_the_config():
     import json
 
-    from inference_wall.modelkit import preset_dir
+    from inference_wall.model.modelkit import preset_dir
 
     config = json.loads((preset_dir("qwen3.5-4b") / "config.json").read_text())
     assert analysis.hybrid_block_size(config["text_config"]) == 528  # what vLLM 0.22.1 logs for this model
@@ -228,7 +228,7 @@ def test_a_claim_that_cannot_fail_is_caught():
 
 def test_no_rig_shown_gives_no_rows_and_the_tables_still_build():
     """A page run for a rig with no point its claims read (a traced point alone) shows empty claim tables."""
-    from inference_wall.claims import ROW_COLUMNS, details, evaluate, notes, verdict_matrix
+    from inference_wall.measure.claims import ROW_COLUMNS, details, evaluate, notes, verdict_matrix
     from inference_wall.parts import p02
 
     rows = evaluate(p02.CLAIMS, {})

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from inference_wall import cli, store
+from inference_wall import cli
+from inference_wall.records import store
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -96,7 +97,7 @@ def test_reproduce_exits_3_when_points_are_left_for_a_later_run(linked_data, tmp
     """The sweep's report comes back from the notebook's kernel (a file beside the executed notebook): the CLI's
     summary and exit status are the sweep's own, not a plan made again from disk."""
     from inference_wall import parts
-    from inference_wall.sweep import SweepReport
+    from inference_wall.run.sweep import SweepReport
 
     built = []
     plan = parts._plan
@@ -118,7 +119,7 @@ def test_reproduce_exits_3_when_points_are_left_for_a_later_run(linked_data, tmp
 
 
 def test_the_run_request_crosses_the_papermill_hop_whole():
-    from inference_wall.runrequest import RunRequest
+    from inference_wall.parts.runrequest import RunRequest
 
     request = RunRequest("03-batching-cliff", "my-rig", Path("/data"), "hub", ("mns-001", "mns-004"), 30.0, "/py",
                          {"caps": [1, 4]}, True, {"pid": 1, "host": "h"}, "/out.report.json", planned=object())
@@ -248,7 +249,7 @@ def test_on_a_gpu_host_without_vllm_make_reproduce_sets_up_the_gpu_venv_first(tm
 
 def test_plan_shows_the_profile_the_model_and_the_kv_pool_with_its_admission_limit():
     from inference_wall import parts
-    from inference_wall.rig import load_profile
+    from inference_wall.run.rig import load_profile
 
     res = run_cli("plan", "--part", "3", "--rig", "h200-a10g-kv")
     assert res.returncode == 0, res.stderr

@@ -5,7 +5,7 @@ import json
 import shutil
 from pathlib import Path
 
-from inference_wall.devicebudget import device_lines, device_table
+from inference_wall.records.devicebudget import device_lines, device_table
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from inference_wall import analysis, store
+from inference_wall.measure import analysis
+from inference_wall.records import store
 from inference_wall.errors import UserError
-from inference_wall.record import read_record
+from inference_wall.records.record import read_record
 from inference_wall.parts import p01, p03, parameters, plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,7 +174,7 @@ def test_knee_and_plateau_on_synthetic_curves():
 
 
 def test_a_pass_with_failed_requests_does_not_count(tmp_path):
-    from inference_wall.bench import BenchError, PassSpec, check_result
+    from inference_wall.run.bench import BenchError, PassSpec, check_result
 
     result = tmp_path / "bench.json"
     result.write_text(json.dumps({"completed": 3, "failed": 1, "num_prompts": 4}))
@@ -196,7 +197,7 @@ def _copy_point(src: Path, dest: Path, scale_throughput: float = 1.0) -> None:
 
 
 def test_run_to_run_pairs_the_points_two_runs_share(tmp_path):
-    from inference_wall.rig import run_to_run
+    from inference_wall.run.rig import run_to_run
 
     data = tmp_path / "data"
     (data / "rigs").mkdir(parents=True)
@@ -269,7 +270,7 @@ def _part1_family(tmp_path, flood_scale: dict, p3_scale_again: float) -> Path:
 
 def test_server_sessions_find_the_part1_flood_that_agrees_with_part3(tmp_path):
     from inference_wall.parts import p01
-    from inference_wall.rig import run_to_run
+    from inference_wall.run.rig import run_to_run
 
     tok_s = lambda point: json.loads((point / "bench.json").read_text())["output_throughput"]
     p3 = tok_s(_part1_family(tmp_path / "probe", {"box": 1, "box-again": 1}, 1.0)[1])
@@ -295,7 +296,7 @@ def test_a_session_s_setup_holds_the_vllm_version_the_rig_capture_found():
     """_setup read `rig_info.vllm_version`, a key no manifest has (the capture writes `vllm`), so two sessions on
     different vLLM versions compared equal: the setup now takes the version from the typed record."""
     from inference_wall.parts import p01
-    from inference_wall.record import PointRecord
+    from inference_wall.records.record import PointRecord
 
     def rec(version):
         return PointRecord.from_dict({"status": "complete", "part": "01-hit-the-wall", "rig": "r", "point": "flood",

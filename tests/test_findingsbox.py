@@ -1,4 +1,4 @@
-"""The findings box at the top of each part (inference_wall.findingsbox): leads shown, the rest behind one switch."""
+"""The findings box at the top of each part (inference_wall.pages.findingsbox): leads shown, the rest behind one switch."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
-from inference_wall import findingsbox
-from inference_wall.findingsbox import LONG, MIN_LEAD, TOGGLE_ID, findings_box, split
+from inference_wall.pages import findingsbox
+from inference_wall.pages.findingsbox import LONG, MIN_LEAD, TOGGLE_ID, findings_box, split
 
 CSS = Path(__file__).resolve().parents[1] / "_static" / "inference-wall.css"
 OPENING = "The flood ceiling on the first rig of the page was set by its pool"  # longer than MIN_LEAD

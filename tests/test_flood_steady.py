@@ -11,14 +11,15 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from inference_wall import parts, poller
-from inference_wall.bench import Workload
+from inference_wall import parts
+from inference_wall.records import poller
+from inference_wall.run.bench import Workload
 from inference_wall.parts import p01, p03, p05, p06
-from inference_wall.rig import RigProfile, load_profile
-from inference_wall.steady import (MIN_FLOOD_STEPS, MIN_INTERVALS, STEADY_COLUMNS, flood_steady, point_steady,
+from inference_wall.run.rig import RigProfile, load_profile
+from inference_wall.measure.steady import (MIN_FLOOD_STEPS, MIN_INTERVALS, STEADY_COLUMNS, flood_steady, point_steady,
                                    point_steady_row, steady_window)
-from inference_wall.store import rig_dir
-from inference_wall.sweep import SettingsSource, changed_points, point_settings
+from inference_wall.records.store import rig_dir
+from inference_wall.run.sweep import SettingsSource, changed_points, point_settings
 
 DT = 0.25  # seconds between polls
 STEPS = 10  # engine steps per poll interval (per engine): a 25 ms step
@@ -218,7 +219,7 @@ def test_part4s_floods_carry_their_steady_window_beside_the_whole_pass():
 def test_flood_phases_split_the_working_time_by_what_the_steps_did():
     """A ramp (prompt tokens counted: mixed), a plateau of pure decode, a stretch where requests run and the step
     counter stands still, and a stretch where the engine has free slots and nothing waiting."""
-    from inference_wall.steady import flood_phases
+    from inference_wall.measure.steady import flood_phases
 
     running = [0, 0, 32, CAP, *[CAP] * 8, *[CAP] * 4, *[8] * 4, 0, 0]
     steps = [0, STEPS, STEPS, *[STEPS] * 8, *[0] * 4, *[STEPS] * 4, STEPS, 0]
@@ -268,7 +269,7 @@ def test_part3s_findings_cite_the_polled_floods_and_fall_back_without_them():
 
 
 def test_flood_window_words_say_which_floods_have_a_window_and_which_have_only_their_whole_pass():
-    from inference_wall.steady import flood_window_words, steady_row
+    from inference_wall.measure.steady import flood_window_words, steady_row
 
     window = flood_steady(frame_of([0, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 0]), 256)
     assert window is not None

@@ -1,4 +1,4 @@
-"""The series at a glance (inference_wall.glance, book/glance.md): the verdict matrix and the per-GPU chart."""
+"""The series at a glance (inference_wall.pages.glance, book/glance.md): the verdict matrix and the per-GPU chart."""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from inference_wall import glance
-from inference_wall.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED
+from inference_wall.pages import glance
+from inference_wall.measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from inference_wall.parts import p00, p01, p02, p03, p04, p05, p06
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from inference_wall import gpuclocks
-from inference_wall.gpuclocks import (FALLBACK_FIELDS, FIELDS, artefact_name, parse_samples, read_sample_file,
+from inference_wall.records import gpuclocks
+from inference_wall.records.gpuclocks import (FALLBACK_FIELDS, FIELDS, artefact_name, parse_samples, read_sample_file,
                                       sampling, summarize)
 
 # What the sampler's query prints (nounits), and the header line it writes above it
@@ -205,9 +205,10 @@ def test_a_sweep_point_records_gpu_samples(tmp_path, monkeypatch):
     import fake_vllm
     from test_sweep import _context, _plans
 
-    from inference_wall import server, store
-    from inference_wall.rig import RigProfile
-    from inference_wall.sweep import run_sweep
+    from inference_wall.run import server
+    from inference_wall.records import store
+    from inference_wall.run.rig import RigProfile
+    from inference_wall.run.sweep import run_sweep
 
     monkeypatch.setenv("PYTHONPATH", fake_vllm.install(tmp_path / "fakevllm"))
     monkeypatch.setenv("INFERENCE_WALL_BENCH_FORK", "0")

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inference_wall import gpuenv
+from inference_wall.run import gpuenv
 from inference_wall.errors import UserError
-from inference_wall.rig import RigProfile, load_profile
+from inference_wall.run.rig import RigProfile, load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 SMI = ROOT / "tests" / "fixtures" / "nvidia-smi"

@@ -5,11 +5,11 @@ import pytest
 
 import json
 
-from inference_wall import analysis
-from inference_wall.kvcache import (DEFAULT_BLOCK_SIZE, KVPool, ModelLayout, block_size, pool_from_concurrency,
+from inference_wall.measure import analysis
+from inference_wall.model.kvcache import (DEFAULT_BLOCK_SIZE, KVPool, ModelLayout, block_size, pool_from_concurrency,
                                     pool_from_report, rig_pool)
-from inference_wall.modelkit import models_dir
-from inference_wall.logs import parse_startup
+from inference_wall.model.modelkit import models_dir
+from inference_wall.records.logs import parse_startup
 from inference_wall.parts import p03
 
 HYBRID = {"text_config": {"layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 8}}
@@ -180,7 +180,7 @@ def test_a_rig_pool_ignores_a_later_start_whose_pool_a_part_sized_itself(tmp_pat
 
 
 def test_pool_flags_reads_both_spellings_and_the_last_wins():
-    from inference_wall.kvcache import pool_flags
+    from inference_wall.model.kvcache import pool_flags
 
     assert pool_flags(["serve", "--gpu-memory-utilization", "0.9", "--max-num-seqs", "8",
                        "--gpu-memory-utilization=0.5"]) == {"--gpu-memory-utilization": "0.5"}

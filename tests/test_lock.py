@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from inference_wall.errors import UserError
-from inference_wall.lock import RigBusy, check_writable, read_holder, writer_lock
+from inference_wall.run.lock import RigBusy, check_writable, read_holder, writer_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -22,7 +22,7 @@ def _hold(folder: Path) -> subprocess.Popen:
     """A second process that takes the writer lock of `folder`, says so, and keeps it."""
     code = textwrap.dedent(f"""
         import time
-        from inference_wall.lock import writer_lock
+        from inference_wall.run.lock import writer_lock
         with writer_lock({str(folder)!r}):
             print("held", flush=True)
             time.sleep(120)
@@ -93,10 +93,10 @@ def test_a_holders_child_writes_under_the_lock_it_is_handed_and_takes_none_of_it
     """`reproduce` holds the lock for the whole run and hands its note to its notebook kernel (a child) in the run
     request: the kernel's sweep writes under it without taking the lock again. Before, the child took it again by
     recognising its parent in the holder note; a child that is handed nothing is now a second writer."""
-    handed = ("import json, sys\nfrom inference_wall.lock import writer_lock\n"
+    handed = ("import json, sys\nfrom inference_wall.run.lock import writer_lock\n"
               f"with writer_lock({str(tmp_path)!r}, handed_over=json.loads(sys.argv[1])): print('child ok')")
-    unhanded = f"from inference_wall.lock import writer_lock\nwith writer_lock({str(tmp_path)!r}): print('took it')"
-    parent = (f"import json, subprocess, sys\nfrom inference_wall.lock import writer_lock\n"
+    unhanded = f"from inference_wall.run.lock import writer_lock\nwith writer_lock({str(tmp_path)!r}): print('took it')"
+    parent = (f"import json, subprocess, sys\nfrom inference_wall.run.lock import writer_lock\n"
               f"with writer_lock({str(tmp_path)!r}) as note:\n"
               f"    a = subprocess.run([sys.executable, '-c', {handed!r}, json.dumps(note)], capture_output=True,\n"
               f"                       text=True)\n"

@@ -1,4 +1,4 @@
-"""Tests for inference_wall.logs on real vLLM artefacts and on format variants from vLLM's source.
+"""Tests for inference_wall.records.logs on real vLLM artefacts and on format variants from vLLM's source.
 
 Expected values are read off the fixture text in the test (by a regex or the raw JSON), never typed.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from inference_wall.errors import LogParseError
-from inference_wall.logs import (
+from inference_wall.records.logs import (
     ITERATION_COLUMNS,
     REQUEST_COLUMNS,
     STATS_COLUMNS,
@@ -584,7 +584,7 @@ def test_garbled_iteration_line_names_the_line():
 def test_a_slice_of_access_lines_only_is_a_log_without_stats_and_garbage_is_not_a_log():
     """With several API servers (data parallel), vLLM turns its stats lines off; a short pass's slice of the
     session log then holds only uvicorn's access lines: no stats, not an error. Text with neither is refused."""
-    from inference_wall.logs import parse_stats, scan_log
+    from inference_wall.records.logs import parse_stats, scan_log
 
     access = ('INFO:     127.0.0.1:54694 - "GET /metrics HTTP/1.1" 200 OK\n'
               '(APIServer pid=7) INFO:     127.0.0.1:54720 - "POST /v1/completions HTTP/1.1" 200 OK\n')

@@ -8,8 +8,8 @@ import re
 import pandas as pd
 import pytest
 
-from inference_wall import mixedsteps as ms
-from inference_wall import trace
+from inference_wall.parts import mixedsteps as ms
+from inference_wall.run import trace
 from inference_wall.parts import p00, p02
 
 

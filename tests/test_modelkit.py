@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from inference_wall import modelkit
+from inference_wall.model import modelkit
 from inference_wall.errors import UserError
 
 PRESETS = modelkit.list_presets()
@@ -152,7 +152,7 @@ def test_a_run_preparing_a_folder_another_is_writing_waits_for_it(tmp_path):
     dest.mkdir()
     with open(tmp_path / ".m.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # another run is writing the folder
-        child = subprocess.Popen([sys.executable, "-c", f"from inference_wall import modelkit; "
+        child = subprocess.Popen([sys.executable, "-c", f"from inference_wall.model import modelkit; "
                                   f"modelkit.prepare_model('tiny-dense', {str(dest)!r})"])
         with pytest.raises(subprocess.TimeoutExpired):
             child.wait(3)

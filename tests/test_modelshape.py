@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from inference_wall import analysis, weightbytes
+from inference_wall.measure import analysis
+from inference_wall.model import weightbytes
 from inference_wall.errors import UserError
-from inference_wall.kvcache import ModelLayout, RECURRENT_LAYER_TYPES, rig_pool
-from inference_wall.modelkit import DEFAULT_DATA_DIR, list_presets, models_dir
-from inference_wall.modelshape import ModelShape, UnknownPreset
+from inference_wall.model.kvcache import ModelLayout, RECURRENT_LAYER_TYPES, rig_pool
+from inference_wall.model.modelkit import DEFAULT_DATA_DIR, list_presets, models_dir
+from inference_wall.model.modelshape import ModelShape, UnknownPreset
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "inference_wall"
 PRESETS = list_presets()

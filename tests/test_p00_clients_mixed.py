@@ -9,12 +9,12 @@ import sys
 import pandas as pd
 import pytest
 
-from inference_wall import mixedsteps as ms
-from inference_wall.bench import CLIENT_SEED_STRIDE, PassSpec, Workload, client_file, client_specs
-from inference_wall.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED
+from inference_wall.parts import mixedsteps as ms
+from inference_wall.run.bench import CLIENT_SEED_STRIDE, PassSpec, Workload, client_file, client_specs
+from inference_wall.measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from inference_wall.errors import UserError
 from inference_wall.parts import p00, p02
-from inference_wall.rig import load_profile
+from inference_wall.run.rig import load_profile
 
 ONE_CLAIM = next(c for c in p00.CLAIMS if c.id == "one-client")
 
@@ -103,9 +103,9 @@ def test_a_pass_is_shared_by_its_clients_each_with_its_own_prompts():
 def test_a_sweep_runs_the_clients_of_a_pass_at_once_and_records_each(fake_vllm_env):
     import json
 
-    from inference_wall.modelkit import ModelSpec
-    from inference_wall.rig import RigProfile
-    from inference_wall.sweep import PassPlan, PointPlan, SweepContext, run_sweep
+    from inference_wall.model.modelkit import ModelSpec
+    from inference_wall.run.rig import RigProfile
+    from inference_wall.run.sweep import PassPlan, PointPlan, SweepContext, run_sweep
 
     tmp_path = fake_vllm_env
     model = ModelSpec(preset="tiny-dense", source="dummy", model=str(tmp_path / "model"),

@@ -38,7 +38,7 @@ def test_single_interval_figures_are_named():
 
 
 def _pt(rate, session, cap=256):
-    from inference_wall.record import PointRecord
+    from inference_wall.records.record import PointRecord
 
     manifest = {"status": "complete", "part": "01-hit-the-wall", "rig": "a", "point": "p", "session": {"id": session},
                 "max_num_seqs": cap}

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from inference_wall import freeze
-from inference_wall.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, evaluate
+from inference_wall.measure import freeze
+from inference_wall.measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, evaluate
 from inference_wall.errors import UserError
-from inference_wall.inject import InjectSpec, long_prompt
+from inference_wall.run.inject import InjectSpec, long_prompt
 from inference_wall.parts import p02
-from inference_wall.rig import RigProfile
+from inference_wall.run.rig import RigProfile
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -265,7 +265,7 @@ def test_clock_note_names_the_configurations_at_the_power_cap_and_those_not_samp
     assert "chunked, budget 8,192: 13% of busy samples, down to 1,635 MHz" in said
     assert "never during chunked, budget 512" in said and "Not sampled: chunking off" in said
     assert "no sampled freeze point met the power cap" in p02.clock_note(clocks.iloc[:2])
-    from inference_wall.gpuclocks import points_table
+    from inference_wall.records.gpuclocks import points_table
     assert list(points_table([]).columns)[:2] == ["rig", "point"] and not len(p02.clock_table(None, ["no-such-rig"]))
 
 
@@ -334,7 +334,7 @@ def test_reduced_plan_end_to_end(tmp_path):
 
 
 def test_trace_summary_by_family_gpu_kernels_first():
-    from inference_wall.trace import family, summarise
+    from inference_wall.run.trace import family, summarise
 
     events = [{"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "ts": 0, "dur": 600},
               {"ph": "X", "cat": "kernel", "name": "flash_fwd_kernel", "ts": 600, "dur": 300},
@@ -348,7 +348,7 @@ def test_trace_summary_by_family_gpu_kernels_first():
 
 
 def test_trace_summary_on_cpu_counts_top_level_operators_once():
-    from inference_wall.trace import summarise
+    from inference_wall.run.trace import summarise
 
     events = [{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
               {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "ts": 10, "dur": 80, "pid": 1, "tid": 1},
@@ -371,7 +371,7 @@ def test_trace_points_close_each_session_when_asked():
 
 
 def test_injection_without_the_bench_marker_fails_instead_of_hanging(tmp_path):
-    from inference_wall.inject import Injection
+    from inference_wall.run.inject import Injection
 
     (tmp_path / "bench.log").write_text("the bench printed something else\n")
     inj = Injection(InjectSpec(prompt_len=10, count=1), "http://127.0.0.1:9", "m", tmp_path, "bench")
@@ -385,9 +385,9 @@ def test_injection_without_the_bench_marker_fails_instead_of_hanging(tmp_path):
 
 
 def test_knee_points_serve_part1s_configuration_at_its_knee_once_per_budget():
-    from inference_wall.bench import Workload
+    from inference_wall.run.bench import Workload
     from inference_wall.parts import p01, parameters
-    from inference_wall.rig import load_profile
+    from inference_wall.run.rig import load_profile
 
     prof, p1 = load_profile("cpu-tiny"), parameters(1, "cpu-tiny")
     p = {**parameters(2, "cpu-tiny"), "knee_rps": 3.5, "knee_budgets": [64, 128]}
@@ -441,8 +441,8 @@ def test_roofline_reads_the_unchunked_solo_ttft_only():
 def test_roofline_counts_the_language_models_matrices_only():
     import json
 
-    from inference_wall.modelkit import preset_dir
-    from inference_wall.weightbytes import block_linears
+    from inference_wall.model.modelkit import preset_dir
+    from inference_wall.model.weightbytes import block_linears
 
     cfg = json.loads((preset_dir("qwen3.5-4b") / "config.json").read_text())
     assert "vision_config" in cfg  # the checkpoint has a vision tower

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from inference_wall.analysis import Interval
-from inference_wall.claims import fmt_num
+from inference_wall.measure.analysis import Interval
+from inference_wall.measure.claims import fmt_num
 from inference_wall.parts import p03
 
 
@@ -95,9 +95,9 @@ def test_the_small_cliff_claim_does_not_blame_a_fixed_cost():
 
 def _page_views():
     from inference_wall import parts
-    from inference_wall.claims import evaluate
+    from inference_wall.measure.claims import evaluate
     from inference_wall.parts import p01
-    from inference_wall.rig import load_profile
+    from inference_wall.run.rig import load_profile
     from inference_wall.schema import PUBLISHED_RIG
 
     shown = parts.page_rigs(3)
@@ -176,7 +176,7 @@ def test_the_page_s_warnings_name_the_short_and_the_unpolled_floods():
 
 
 def test_the_predicted_line_stops_at_each_rig_s_top_cap_and_uses_the_step_model():
-    from inference_wall.analysis import step_model_tok_s
+    from inference_wall.measure.analysis import step_model_tok_s
 
     fits = {"a": {"fit_intercept_ms": 20.0, "fit_slope_ms": 0.5}, "b": {"fit_intercept_ms": None}}
     rows = p03.predicted_rows(fits, {"a": {"caps": [1, 16]}, "b": {"caps": []}})

@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 
 from conftest import sweep_cli
-from inference_wall import store
+from inference_wall.records import store
 from inference_wall.errors import LogParseError, UserError
-from inference_wall.kvcache import ModelLayout
+from inference_wall.model.kvcache import ModelLayout
 from inference_wall.parts import p04
-from inference_wall.poller import artefact_name, poll_frame, read_poll_file, read_polls
-from inference_wall.rig import RigProfile
+from inference_wall.records.poller import artefact_name, poll_frame, read_poll_file, read_polls
+from inference_wall.run.rig import RigProfile
 
 ROOT = Path(__file__).resolve().parents[1]
 HYBRID = ModelLayout.from_preset("qwen3.5-4b")
@@ -83,7 +83,7 @@ def test_a_pool_too_small_for_the_long_workload_is_refused_naming_pool_and_lengt
 
 
 def test_a_hybrid_model_never_started_counts_in_the_page_its_config_implies(tmp_path):
-    from inference_wall import analysis
+    from inference_wall.measure import analysis
 
     (tmp_path / "models").symlink_to(ROOT / "data" / "models")  # the configs, and no runs
     config = json.loads((ROOT / "data" / "models" / "qwen3.5-4b" / "config.json").read_text())

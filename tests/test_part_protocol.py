@@ -12,7 +12,7 @@ import pytest
 
 from inference_wall import parts
 from inference_wall.parts import protocol
-from inference_wall.rig import load_profile
+from inference_wall.run.rig import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 NUMBERS = range(7)
@@ -180,7 +180,7 @@ def _rigs(n: int, published: bool = True) -> list[str]:
 
 
 def test_part_1s_page_is_its_per_part_calls():
-    from inference_wall.claims import evaluate
+    from inference_wall.measure.claims import evaluate
     from inference_wall.parts import p01
 
     shown = _rigs(1)
@@ -193,7 +193,7 @@ def test_part_1s_page_is_its_per_part_calls():
 
 
 def test_part_3s_page_is_its_per_part_calls():
-    from inference_wall.claims import evaluate
+    from inference_wall.measure.claims import evaluate
     from inference_wall.parts import p01, p03
 
     shown = _rigs(3)
@@ -211,7 +211,7 @@ def test_part_3s_page_is_its_per_part_calls():
 
 
 def test_part_5s_page_is_its_per_part_calls():
-    from inference_wall.claims import evaluate
+    from inference_wall.measure.claims import evaluate
     from inference_wall.parts import p05
 
     shown = _rigs(5, published=False)

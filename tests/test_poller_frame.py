@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from inference_wall import poller
-from inference_wall.logs import parse_metrics
-from inference_wall.store import load_points, open_artefact
+from inference_wall.records import poller
+from inference_wall.records.logs import parse_metrics
+from inference_wall.records.store import load_points, open_artefact
 
 
 def _full_frame(polls: list[dict]) -> pd.DataFrame:
@@ -59,7 +59,7 @@ def test_labels_sum_and_lookalike_names_are_left_out():
 
 
 def test_poll_table_is_the_frame_and_is_cached(tmp_path, monkeypatch):
-    from inference_wall import store
+    from inference_wall.records import store
 
     monkeypatch.setenv("IW_CACHE_DIR", str(tmp_path / "cache"))
     store.clear_memo()

@@ -11,10 +11,10 @@ import math
 import pandas as pd
 import pytest
 
-from inference_wall import predict
+from inference_wall.parts import predict
 from inference_wall.errors import UserError
 from inference_wall.parts import p00
-from inference_wall.reference import DEFAULT_DATA_DIR, gpu_datasheets, load_reference, reference_fact
+from inference_wall.records.reference import DEFAULT_DATA_DIR, gpu_datasheets, load_reference, reference_fact
 
 pytestmark = pytest.mark.skipif(not (DEFAULT_DATA_DIR / "runs" / p00.NAME / "h200").is_dir(),
                                 reason="no committed h200 runs of part 0")
@@ -95,7 +95,7 @@ def test_the_admission_limit_grows_with_memory(result, gpus):
 
 def test_the_admission_limit_counts_pages_like_the_published_pool(result):
     """The published pool (part 1's log line) in bytes, over the model's page bytes, gives back its admission."""
-    from inference_wall.analysis import GIB
+    from inference_wall.measure.analysis import GIB
     from inference_wall.parts.p01 import published_pool
 
     m = result["models"]["4b"]

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from inference_wall import primer
+from inference_wall.pages import primer
 
 
 def _inj(rows):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from inference_wall import store
-from inference_wall.record import FORMAT_VERSION, BadRecord, PointRecord
+from inference_wall.records import store
+from inference_wall.records.record import FORMAT_VERSION, BadRecord, PointRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 CAP256 = ROOT / "data" / "runs" / "03-batching-cliff" / "h200" / "mns-256" / "manifest.json"
@@ -74,7 +74,7 @@ def test_point_data_keeps_the_dict_and_adds_the_record():
 # ---------------------------------------------------------------------------------------------
 
 def test_the_reader_names_a_manifest_that_is_not_json_or_not_a_record(tmp_path):
-    from inference_wall.record import read_manifest, read_record
+    from inference_wall.records.record import read_manifest, read_record
 
     assert read_manifest(tmp_path) is None and read_record(tmp_path) is None
     (tmp_path / ".writer.lock").write_text("")  # a file beside the points (the lock any run leaves) is no point
@@ -196,7 +196,7 @@ def _command(*flags: str) -> list:
 
 
 def test_setup_differences_names_vllm_gpu_and_each_serve_flag_that_differs():
-    from inference_wall.record import setup_differences
+    from inference_wall.records.record import setup_differences
 
     a = _with(_command("--max-num-seqs", "8", "--dtype", "float16", "--enforce-eager"))
     b = _with(_command("--max-num-seqs", "64", "--dtype=float16", "--enforce-eager"))
@@ -211,7 +211,7 @@ def test_setup_differences_names_vllm_gpu_and_each_serve_flag_that_differs():
 
 
 def test_setup_differences_reads_points_records_and_dicts_alike():
-    from inference_wall.record import setup_differences
+    from inference_wall.records.record import setup_differences
 
     pts = [p for p in store.load_points(3, rigs=["h200"]) if p.name == "mns-256"]
     assert pts and setup_differences(pts + [pts[0].record, _cap256()]) == []

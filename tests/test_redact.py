@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from inference_wall.redact import (REDACTED, find_secrets, find_secrets_in_record, is_secret_name, redact_argv,
+from inference_wall.records.redact import (REDACTED, find_secrets, find_secrets_in_record, is_secret_name, redact_argv,
                                    redact_env, redact_server_info, secret_values)
-from inference_wall.rig import recorded_environment
+from inference_wall.run.rig import recorded_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from inference_wall.errors import UserError
-from inference_wall.reference import TEXT_COLUMNS, DEFAULT_DATA_DIR, load_reference, reference_fact
+from inference_wall.records.reference import TEXT_COLUMNS, DEFAULT_DATA_DIR, load_reference, reference_fact
 from inference_wall.schema import (
     FACT_COLUMNS,
     MNS_SWEEP_COLUMNS,
@@ -23,7 +23,7 @@ from inference_wall.schema import (
     PUBLISHED_RIG,
     RATE_SWEEP_COLUMNS,
 )
-from inference_wall.reference import GPUS_FOLDER, PRICES_FOLDER, gpu_prices, price_for_gpu
+from inference_wall.records.reference import GPUS_FOLDER, PRICES_FOLDER, gpu_prices, price_for_gpu
 
 REFERENCE_DIR = DEFAULT_DATA_DIR / "reference"
 ALL_CSVS = sorted(REFERENCE_DIR.glob("*/*.csv"))

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from inference_wall.errors import UserError
-from inference_wall.rig import PROFILE_KEYS, known_profiles, load_profile
+from inference_wall.run.rig import PROFILE_KEYS, known_profiles, load_profile
 
 
 def test_every_committed_profile_is_valid():
@@ -46,7 +46,7 @@ def test_a_bad_profile_is_one_line_naming_the_file_and_key(tmp_path, raw, needle
 def test_the_rigs_page_rows_never_hold_a_secret_of_a_profile(tmp_path):
     import json
 
-    from inference_wall.rig import rigs_overview
+    from inference_wall.run.rig import rigs_overview
 
     token, key = "hf_PROFILEtokenPROFILEtokenPROFILE0123", "profile-api-key-0123456789"
     (tmp_path / "rigs").mkdir()

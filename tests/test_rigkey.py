@@ -1,4 +1,4 @@
-"""The rig key at the top of each part (inference_wall.rigkey): from the profiles and the manifests, no secret."""
+"""The rig key at the top of each part (inference_wall.pages.rigkey): from the profiles and the manifests, no secret."""
 from __future__ import annotations
 
 import json
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from inference_wall.rigkey import rig_key, summary_line
+from inference_wall.pages.rigkey import rig_key, summary_line
 from inference_wall.schema import PUBLISHED_RIG
-from inference_wall.store import MANIFEST, point_dir
+from inference_wall.records.store import MANIFEST, point_dir
 
 REPO_DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -23,7 +23,7 @@ def _record(proc: subprocess.Popen, **over) -> dict:
 
 
 def test_orphans_are_reaped_only_when_still_the_recorded_server(tmp_path, monkeypatch):
-    from inference_wall import server
+    from inference_wall.run import server
 
     monkeypatch.setattr(server, "REGISTRY", tmp_path)
     owner = subprocess.Popen(["sleep", "60"])
@@ -61,7 +61,7 @@ def test_ctrl_c_stops_the_server_and_removes_its_registry_entry(tmp_path):
            "INFERENCE_WALL_STATE": str(state), "FAKE_VLLM_IGNORE_TERM": "1"}
     code = textwrap.dedent(f"""
         import sys, time
-        from inference_wall.server import ServerSpec, VllmServer
+        from inference_wall.run.server import ServerSpec, VllmServer
         with VllmServer(ServerSpec(model="m", python=sys.executable, startup_timeout_s=60), {str(tmp_path / 'log')!r}) as s:
             print(s.proc.pid, flush=True)
             time.sleep(120)
@@ -76,7 +76,7 @@ def test_ctrl_c_stops_the_server_and_removes_its_registry_entry(tmp_path):
     proc.send_signal(signal.SIGINT)
     assert proc.wait(10) != 0
     deadline = time.monotonic() + 5
-    from inference_wall.server import group_alive
+    from inference_wall.run.server import group_alive
     while group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not group_alive(pgid)
@@ -84,7 +84,7 @@ def test_ctrl_c_stops_the_server_and_removes_its_registry_entry(tmp_path):
 
 
 def _fake_server_env(tmp_path, monkeypatch):
-    from inference_wall import server
+    from inference_wall.run import server
 
     monkeypatch.setenv("PYTHONPATH", fake_vllm.install(tmp_path / "fake"))
     monkeypatch.setattr(server, "REGISTRY", tmp_path / "registry")
@@ -114,7 +114,7 @@ def test_a_port_taken_between_choice_and_bind_is_retried(tmp_path, monkeypatch):
 
 
 def test_a_server_that_exits_while_serving_is_reported_as_exited(tmp_path, monkeypatch):
-    from inference_wall.bench import BenchError
+    from inference_wall.run.bench import BenchError
 
     server = _fake_server_env(tmp_path, monkeypatch)
     s = server.VllmServer(server.ServerSpec(model="m", python=sys.executable, startup_timeout_s=60), tmp_path / "server.log")
@@ -130,7 +130,7 @@ def test_a_server_that_exits_while_serving_is_reported_as_exited(tmp_path, monke
 
 def test_a_vllm_api_key_of_the_callers_environment_never_reaches_the_server(monkeypatch):
     """With VLLM_API_KEY in the shell, every request of the benchmark client (which never saw it) failed."""
-    from inference_wall.server import api_keys, server_environment
+    from inference_wall.run.server import api_keys, server_environment
 
     monkeypatch.setenv("VLLM_API_KEY", "shell-key-0123456789")
     assert "VLLM_API_KEY" not in server_environment({"OMP_NUM_THREADS": "1"})
@@ -145,7 +145,7 @@ def test_a_killed_runs_server_group_and_session_folder_are_reaped_by_the_next_pl
     vLLM's EngineCore is) keeps running, and the session's temporary folder stays. The next command (`plan`
     here) stops the group and removes the folder at once, saying what it stopped. Before, only the next server
     start reaped, and no command removed the folder."""
-    from inference_wall.server import OWNER_NOTE, group_alive
+    from inference_wall.run.server import OWNER_NOTE, group_alive
 
     state, tmp = tmp_path / "state", tmp_path / "tmp"
     tmp.mkdir()
@@ -156,7 +156,7 @@ def test_a_killed_runs_server_group_and_session_folder_are_reaped_by_the_next_pl
            "INFERENCE_WALL_STATE": str(state), "TMPDIR": str(tmp)}
     code = textwrap.dedent(f"""
         import time
-        from inference_wall.server import ServerSpec, VllmServer, session_dir
+        from inference_wall.run.server import ServerSpec, VllmServer, session_dir
         folder = session_dir("0123456789ab")
         server = VllmServer(ServerSpec(model="m", python={str(engine_core)!r}, startup_timeout_s=60),
                             folder / "server.log").start()
@@ -210,7 +210,7 @@ def _other_runs_entry(registry: Path, owner: int, **over) -> Path:
 
 def test_another_live_runs_server_is_named_in_one_warning_line(tmp_path, monkeypatch):
     """Before, a second run on the machine started its servers silently beside the first's (the GPU is shared)."""
-    from inference_wall import server
+    from inference_wall.run import server
 
     monkeypatch.setattr(server, "REGISTRY", tmp_path)
     assert server.shared_machine_warning() is None

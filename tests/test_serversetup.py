@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inference_wall.serversetup import setup_from_log, setup_table
+from inference_wall.records.serversetup import setup_from_log, setup_table
 
 FIXTURE = Path(__file__).parent / "fixtures" / "setup" / "h200-vllm-0.22.1-override.log"
 
@@ -46,7 +46,7 @@ def test_setup_table_says_yes_or_no_never_true_or_false():
     """Before, a switch's values were joined with str(): 'False, True' in the rigs page's server-setup table."""
     import re
 
-    from inference_wall.serversetup import _flag, _joined
+    from inference_wall.records.serversetup import _flag, _joined
 
     table = setup_table()
     cells = [str(v) for v in table.to_numpy().ravel()]
@@ -61,7 +61,7 @@ def test_setup_table_says_yes_or_no_never_true_or_false():
 
 def test_the_logged_weight_memory_is_not_called_what_a_decode_step_streams():
     """'Model loading took X GiB' counts a vision tower too, which a text decode step never reads."""
-    from inference_wall.serversetup import FIELDS
+    from inference_wall.records.serversetup import FIELDS
 
     (source,) = [src for key, _, src in FIELDS if key == "weights_gib"]
     assert "decode step streams" not in source and "vision tower" in source

@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from inference_wall import store
-from inference_wall.server import group_alive
+from inference_wall.records import store
+from inference_wall.run.server import group_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"

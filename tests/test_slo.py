@@ -4,7 +4,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from inference_wall import figures, slo
+from inference_wall import figures
+from inference_wall.measure import slo
 
 
 def requests(ttfts, tpots, ok=None):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from inference_wall import store
+from inference_wall.records import store
 from inference_wall.errors import LogParseError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ def _count_calls(monkeypatch, module, name):
 
 def test_a_second_build_parses_nothing(cache, tmp_path, monkeypatch):
     """A new process (memo cleared) reads the tables the first one derived instead of parsing the raw files."""
-    from inference_wall import logs
+    from inference_wall.records import logs
 
     pt = _point_with_hashes(tmp_path)
     first = store.pass_summary(pt)
@@ -125,7 +125,7 @@ def test_a_second_build_parses_nothing(cache, tmp_path, monkeypatch):
 
 
 def test_a_changed_raw_file_is_parsed_again(cache, tmp_path, monkeypatch):
-    from inference_wall import logs
+    from inference_wall.records import logs
 
     pt = _point_with_hashes(tmp_path)
     assert store.pass_summary(pt)["running_max"] == 256
@@ -140,7 +140,7 @@ def test_a_changed_raw_file_is_parsed_again(cache, tmp_path, monkeypatch):
 
 
 def test_a_new_parser_version_parses_again(cache, tmp_path, monkeypatch):
-    from inference_wall import logs
+    from inference_wall.records import logs
 
     pt = _point_with_hashes(tmp_path)
     store.pass_summary(pt)
@@ -235,7 +235,7 @@ def test_a_full_disk_while_compressing_keeps_the_original_and_no_truncated_gz(tm
 
 def test_a_full_disk_while_polling_names_the_poll_file_and_removes_it(tmp_path, monkeypatch):
     """Before, the poller's thread died on the OSError unseen and the pass kept a truncated poll file."""
-    from inference_wall import poller
+    from inference_wall.records import poller
 
     real_open = poller.lzma.open
 

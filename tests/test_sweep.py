@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from inference_wall.bench import PassSpec, Workload
-from inference_wall.modelkit import ModelSpec
-from inference_wall.rig import RigProfile, capture
-from inference_wall.sweep import PassPlan, PointPlan, SweepContext, run_sweep
+from inference_wall.run.bench import PassSpec, Workload
+from inference_wall.model.modelkit import ModelSpec
+from inference_wall.run.rig import RigProfile, capture
+from inference_wall.run.sweep import PassPlan, PointPlan, SweepContext, run_sweep
 
 FAKE_SECRETS = {
     "HF_TOKEN": "hf_FAKEfakeFAKEfakeFAKEfakeFAKEfake0123",
@@ -67,7 +67,7 @@ def test_no_file_a_sweep_writes_holds_a_secret(fake_vllm_env, monkeypatch):
     assert manifest["session"]["server_env"]["EXTRA_AUTH_TOKEN"] == "<redacted>"
     assert manifest["session"]["server_env"]["OMP_NUM_THREADS"] == "1"
     assert set(manifest["artefacts"]) == set(manifest["files"])  # each file's size and sha256
-    from inference_wall.record import FORMAT_VERSION, PointRecord
+    from inference_wall.records.record import FORMAT_VERSION, PointRecord
 
     assert manifest["format"] == FORMAT_VERSION  # written through the typed record
     assert PointRecord.from_dict(manifest).pass_("bench").kind == "measured"
@@ -140,7 +140,7 @@ def test_a_run_on_another_machine_than_the_rigs_recorded_one_is_refused_before_a
     rig = RigProfile(name="fake", model_preset="tiny-dense")
     made = {"gpu": {"name": "NVIDIA H200"}, "vllm": "0.22.1"}
     assert run_sweep(_plans(1), _context(tmp_path, rig, rig_info=made)).done == ["p0"]
-    from inference_wall import server
+    from inference_wall.run import server
     from inference_wall.errors import UserError
 
     def no_server(self):
@@ -160,9 +160,9 @@ def test_every_committed_point_counts_as_complete_for_its_own_plan():
     """The identity check against the committed data: no complete point of any part and rig profile is 'made
     otherwise' by today's plan (a change to a plan or to the check that would drop committed points shows here)."""
     from inference_wall import parts
-    from inference_wall.rig import known_profiles, load_profile
-    from inference_wall.store import iter_points, rig_dir
-    from inference_wall.sweep import SettingsSource, changed_points
+    from inference_wall.run.rig import known_profiles, load_profile
+    from inference_wall.records.store import iter_points, rig_dir
+    from inference_wall.run.sweep import SettingsSource, changed_points
 
     checked = 0
     for part in parts.MODULES:
@@ -179,8 +179,8 @@ def test_every_committed_point_counts_as_complete_for_its_own_plan():
 
 
 def test_the_client_sends_the_key_the_server_requires_and_never_the_callers_own(monkeypatch):
-    from inference_wall.server import ServerSpec
-    from inference_wall.sweep import client_env
+    from inference_wall.run.server import ServerSpec
+    from inference_wall.run.sweep import client_env
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-the-users-own-openai-key-0123456789")
     keyed = ServerSpec(model="m", python="py", args=["--api-key", "rig-key-0123456789"], env={})
@@ -194,7 +194,7 @@ def test_an_http_401_is_reported_as_what_it_is():
     import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    from inference_wall.sweep import unauthorized
+    from inference_wall.run.sweep import unauthorized
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
@@ -222,7 +222,7 @@ def test_a_failed_server_start_names_a_log_that_still_exists(fake_vllm_env):
     removes when the session ends; now it names the copy kept in the failed point's folder."""
     import re
 
-    from inference_wall.sweep import SweepFailed
+    from inference_wall.run.sweep import SweepFailed
 
     tmp_path = fake_vllm_env
     broken = tmp_path / "broken-python"
@@ -245,7 +245,7 @@ def test_a_sweep_warns_before_its_first_server_when_another_run_serves_on_the_ma
 
     import psutil
 
-    from inference_wall import server
+    from inference_wall.run import server
 
     tmp_path = fake_vllm_env
     server.REGISTRY.mkdir(parents=True)
@@ -267,7 +267,7 @@ def test_a_full_disk_while_copying_the_server_log_names_the_copy_and_keeps_no_tr
     """Before, the OSError of the point's server.log copy named no path and could leave a partial copy."""
     import errno
 
-    from inference_wall import sweep
+    from inference_wall.run import sweep
     from inference_wall.errors import UserError
 
     log = tmp_path / "server.log"

@@ -23,7 +23,7 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from inference_wall.claims import DIFFERS, HOLDS, INCONCLUSIVE
+from inference_wall.measure.claims import DIFFERS, HOLDS, INCONCLUSIVE
 
 from verdict_words_allowlist import ALLOWED, MAX_ENTRIES, PENDING
 

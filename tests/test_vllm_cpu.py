@@ -19,11 +19,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from inference_wall import store
+from inference_wall.records import store
 from inference_wall.errors import LogParseError
-from inference_wall.logs import parse_startup
+from inference_wall.records.logs import parse_startup
 from inference_wall.parts import p01, p03
-from inference_wall.server import REGISTRY, ServerSpec, ServerStartError, VllmServer
+from inference_wall.run.server import REGISTRY, ServerSpec, ServerStartError, VllmServer
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
@@ -293,9 +293,9 @@ def test_an_unknown_preset_is_one_line_and_exit_2(tmp_path):
 # The bench fork server: vLLM's CLI in forks of one preloaded interpreter
 # ---------------------------------------------------------------------------------------------
 def test_the_fork_server_runs_the_cli_reports_failures_and_survives_them(tmp_path):
-    from inference_wall.bench import BenchError, BenchForkServer, PassSpec, Workload, run_pass
-    from inference_wall.modelkit import prepare_model
-    from inference_wall.server import free_port
+    from inference_wall.run.bench import BenchError, BenchForkServer, PassSpec, Workload, run_pass
+    from inference_wall.model.modelkit import prepare_model
+    from inference_wall.run.server import free_port
 
     model = prepare_model("tiny-dense", tmp_path / "model")
     with BenchForkServer(str(VLLM_PY), {}, tmp_path / "fork.log") as forks:
@@ -318,8 +318,8 @@ def test_the_fork_server_runs_the_cli_reports_failures_and_survives_them(tmp_pat
 
 
 def test_a_pass_that_hangs_is_cut_at_its_timeout_and_leaves_no_process(tmp_path):
-    from inference_wall.bench import BenchError, BenchForkServer, PassSpec, Workload, run_pass
-    from inference_wall.modelkit import prepare_model
+    from inference_wall.run.bench import BenchError, BenchForkServer, PassSpec, Workload, run_pass
+    from inference_wall.model.modelkit import prepare_model
 
     model = prepare_model("tiny-dense", tmp_path / "model")
     with socket.socket() as silent:  # accepts connections, never answers

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .errors import UserError
-from .runrequest import RunRequest, parse_overrides, parts_help
+from .parts.runrequest import RunRequest, parse_overrides, parts_help
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -104,15 +104,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args) -> int:
-    from .server import reap_left_behind
-    from .store import check_run_rig, part_name
+    from .run.server import reap_left_behind
+    from .records.store import check_run_rig, part_name
 
     for said in reap_left_behind():  # a killed run's servers and session folders, stopped before anything else
         print(f"note: {said}", file=sys.stderr)
 
     if args.command == "check-args":
-        from . import gpuenv
-        from .rig import load_profile
+        from .run import gpuenv
+        from .run.rig import load_profile
 
         name = part_name(args.part)
         check_run_rig(args.rig)
@@ -142,8 +142,8 @@ def _dispatch(args) -> int:
 
 def _migrate_records(args) -> int:
     """migrate-records: 0 when no format-1 manifest is left, 1 otherwise (each left one named, with why)."""
-    from .lock import writer_lock
-    from .store import format_1_points, migrate_record, migration_problems, runs_dir
+    from .run.lock import writer_lock
+    from .records.store import format_1_points, migrate_record, migration_problems, runs_dir
 
     if not runs_dir(args.data_dir).is_dir():
         raise UserError(f"--data-dir {args.data_dir}: no runs/ folder in it (give the data folder that holds runs/)")
@@ -172,8 +172,8 @@ def _migrate_records(args) -> int:
 def _plan(args) -> int:
     """plan: the part's points for the rig (their status, and what a run would send with --dry-run)."""
     from . import parts
-    from .store import part_name
-    from .sweep import point_status
+    from .records.store import part_name
+    from .run.sweep import point_status
 
     if args.points and not args.dry_run:
         raise UserError("plan --points lists points only with --dry-run (plan without it lists every point)")
@@ -198,7 +198,7 @@ def _plan(args) -> int:
 def _writer(request: RunRequest):
     """The part and rig's writer lock, taken once for the whole run (which also proves the rig folder can be
     written): a second writer exits at once, naming the first."""
-    from .lock import writer_lock
+    from .run.lock import writer_lock
 
     return writer_lock(request.rig_dir, f"part {request.part} on rig {request.rig}")
 
@@ -206,9 +206,10 @@ def _writer(request: RunRequest):
 def _check_machine(request: RunRequest) -> RunRequest:
     """After the cheap checks and the lock, before any server: the rig's model preset exists, this machine can
     run the rig (a GPU rig needs an NVIDIA GPU); a GPU rig's vLLM defaults to .venv-vllm-gpu once built."""
-    from . import gpuenv, parts
-    from .modelkit import preset_dir
-    from .store import part_number
+    from .run import gpuenv
+    from . import parts
+    from .model.modelkit import preset_dir
+    from .records.store import part_number
 
     profile, params = request.planned.profile, request.planned.params
     preset_dir(profile.model_preset, request.data_dir)
@@ -219,7 +220,7 @@ def _check_machine(request: RunRequest) -> RunRequest:
 
 def _shown_params(run) -> dict:
     """The part's parameters with the profile's secret values scrubbed (an override could echo one)."""
-    from .redact import redact_record, secret_values
+    from .records.redact import redact_record, secret_values
 
     return redact_record(run.params, secret_values(run.profile.env, run.profile.serve_args))
 
@@ -228,8 +229,8 @@ def _plan_header(request: RunRequest, run) -> list[str]:
     """What `plan` prints before the parameters: the profile, the model(s) and, where known, the KV pool and
     its admission limit for the part's requests."""
     from . import parts
-    from .modelkit import read_preset
-    from .rig import shown
+    from .model.modelkit import read_preset
+    from .run.rig import shown
 
     real, params, plans = run.profile, run.params, run.plans
     profile = shown(real)  # no secret of the profile is printed
@@ -276,7 +277,7 @@ def _notebook_parameters(request: RunRequest) -> dict:
 def _reproduce(request: RunRequest, output: Path | None) -> int:
     import papermill
 
-    from .sweep import SweepReport
+    from .run.sweep import SweepReport
 
     notebook = REPO / "notebooks" / f"{request.part}.md"
     out = output or REPO / "_build" / "reproduce" / f"{request.part}-{request.rig}.ipynb"
@@ -342,7 +343,7 @@ class _KernelSignals:
     def __enter__(self):
         import tempfile
 
-        from .server import STOP_ENV
+        from .run.server import STOP_ENV
 
         self.received: int | None = None
         self._stop = Path(tempfile.gettempdir()) / f"inference-wall-stop-{os.getpid()}"
@@ -389,7 +390,7 @@ class _KernelSignals:
         return outcome.get("value")
 
     def __exit__(self, *exc):
-        from .server import STOP_ENV
+        from .run.server import STOP_ENV
 
         for sig, old in self._old.items():
             signal.signal(sig, old)

@@ -16,7 +16,7 @@ Each page's chart functions live in this package's module named like the page's 
   numbers rounded for reading.
 
 The interactive chart uses Altair's default renderer; the page gets Vega from
-``_static/vega-bundle.js`` (see :mod:`inference_wall.book_static`), never from a CDN.
+``_static/vega-bundle.js`` (see :mod:`inference_wall.pages.book_static`), never from a CDN.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ..claims import missing
+from ..measure.claims import missing
 from ..schema import PUBLISHED_RIG, STATIC_DIR_ENV
 
 THEME_NAME = "inference_wall"
@@ -218,7 +218,7 @@ RIG_FACET = alt.Facet("rig:N", title=None, header=alt.Header(labelFontWeight="bo
 
 def vl_version() -> str:
     """The Vega-Lite version Altair writes its specs for, as vl-convert names it (what :func:`save` renders
-    with and what :mod:`inference_wall.book_static` bundles)."""
+    with and what :mod:`inference_wall.pages.book_static` bundles)."""
     from altair.utils._importers import vl_version_for_vl_convert
 
     return vl_version_for_vl_convert()

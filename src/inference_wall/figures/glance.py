@@ -8,7 +8,7 @@ import altair as alt
 import pandas as pd
 
 from .. import figures
-from ..claims import known_number
+from ..measure.claims import known_number
 
 
 def log_ticks(values) -> list[float]:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import figures
 from ..figures import RIG_FACET
-from ..slo import DEFAULT_TARGETS, SHARE
+from ..measure.slo import DEFAULT_TARGETS, SHARE
 
 
 def _finite(df: pd.DataFrame, col: str) -> pd.Series:

@@ -6,14 +6,14 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..bench import Workload
+from ..run.bench import Workload
 from ..errors import UserError
-from ..modelkit import model_spec, prepare_model
-from ..rig import RigProfile, capture, load_profile
-from ..runrequest import RunRequest
-from ..server import vllm_python
-from ..store import DATA_DIR, REPO, check_run_rig, part_name, rig_dir, write_json_atomic
-from ..sweep import (PointPlan, SettingsSource, SweepContext, SweepReport, changed_points, dry_run_lines,
+from ..model.modelkit import model_spec, prepare_model
+from ..run.rig import RigProfile, capture, load_profile
+from .runrequest import RunRequest
+from ..run.server import vllm_python
+from ..records.store import DATA_DIR, REPO, check_run_rig, part_name, rig_dir, write_json_atomic
+from ..run.sweep import (PointPlan, SettingsSource, SweepContext, SweepReport, changed_points, dry_run_lines,
                      run_sweep)
 from . import p00, p01, p02, p03, p04, p05, p06
 from .protocol import Part
@@ -60,7 +60,7 @@ def check_profile_overrides(profile) -> None:
 
 def rig_pools(part, profile, params: dict, data_dir: Path | None = None) -> dict:
     """The rig's KV pool per model preset the part serves, where known (see kvcache.rig_pool)."""
-    from ..kvcache import rig_pool
+    from ..model.kvcache import rig_pool
 
     spec = protocol_of(part)
     presets = dict.fromkeys(spec.served_presets(params, profile))  # in the part's order (part 5's 9B: not the rig's model)
@@ -158,7 +158,7 @@ def dry_run(part, rig: str, data_dir: Path | None = None, overrides: dict | None
     part `part` on rig `rig` would send, for the points not yet complete (or `points`), without preparing a model,
     starting a process or writing a file. `python` is the interpreter named in the lines (default: the one a run
     would use where it can be found, else `python3`)."""
-    from ..store import is_complete
+    from ..records.store import is_complete
 
     mod = module(part)
     profile = load_profile(rig, data_dir)
@@ -183,9 +183,9 @@ def dry_run(part, rig: str, data_dir: Path | None = None, overrides: dict | None
 def page_rigs(part, data_dir: Path | None = None, rigs: list[str] | None = None) -> list[str]:
     """The rigs a part's page shows: the published one and every measured rig with data, except test rigs
     (profile `method_only`), unless `rigs` names them."""
-    from ..rig import load_profile as profile
+    from ..run.rig import load_profile as profile
     from ..schema import PUBLISHED_RIG
-    from ..store import rigs_with_data
+    from ..records.store import rigs_with_data
 
     if rigs:
         return list(rigs)
@@ -197,7 +197,7 @@ def unfinished_note(part, data_dir: Path | None = None, rigs: list[str] | None =
     """A line for a part's page naming the points of the shown rigs that exist but did not complete (failed or
     interrupted runs keep a manifest saying so); the page leaves them out, `make reproduce` resumes them."""
     from ..schema import PARTS
-    from ..store import iter_points, part_name
+    from ..records.store import iter_points, part_name
 
     left = [(rig, point.name, (m or {}).get("status", "incomplete"), " ".join(str((m or {}).get("error") or "").split()))
             for _, rig, point, m in iter_points(data_dir, part, complete_only=False)

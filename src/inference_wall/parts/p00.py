@@ -32,14 +32,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis import Interval
-from ..bench import PassSpec, Workload
-from ..claims import Claim, Judgement, Missing, known_number, missing
-from ..store import load_points, open_artefact, pass_summary, read_artefact
+from ..measure.analysis import Interval
+from ..run.bench import PassSpec, Workload
+from ..measure.claims import Claim, Judgement, Missing, known_number, missing
+from ..records.store import load_points, open_artefact, pass_summary, read_artefact
 from ..errors import UserError
-from ..predict import join_and
-from ..sweep import PassPlan, PointPlan
-from ..trace import decode_window_trace
+from .predict import join_and
+from ..run.sweep import PassPlan, PointPlan
+from ..run.trace import decode_window_trace
 from .protocol import Part, judged, reading_data_dir, with_data_dir, without_data_dir
 
 NAME = "00-inside-a-step"
@@ -284,8 +284,8 @@ def _fmt(preset: str) -> str:
 def shape_bytes(preset: str, data_dir=None) -> dict:
     """What one decode step must move, from the shapes: the language model's weights (weightbytes), each
     sequence's recurrent state read and written (Gated DeltaNet layers), each token of context's K and V read."""
-    from ..modelshape import ModelShape
-    from ..weightbytes import preset_decode_bytes
+    from ..model.modelshape import ModelShape
+    from ..model.weightbytes import preset_decode_bytes
 
     shape = ModelShape.of(preset, data_dir)
     return {"weights_bytes": preset_decode_bytes(preset, _fmt(preset), data_dir).total,
@@ -296,8 +296,8 @@ def shape_bytes(preset: str, data_dir=None) -> dict:
 def _window(pt, batch: int):
     """(window, kind): the pure-decode window of the pass, else the window that lets refills' prefills ride along
     ('with prefills'), else (None, None)."""
-    from ..poller import artefact_name, poll_table
-    from ..steady import decode_window
+    from ..records.poller import artefact_name, poll_table
+    from ..measure.steady import decode_window
 
     try:
         frame = poll_table(open_artefact(pt.path, artefact_name("bench")))
@@ -489,7 +489,7 @@ def clients_table(data_dir=None, rigs: list[str] | None = None) -> tuple[pd.Data
     """(per point, per client) of the clients points: per point the server's rates over the clients' common window
     (from the latest client's start to the earliest client's end; window_rates of its polls) and the sum of what the
     clients reported; per client, client_runs."""
-    from ..poller import artefact_name, poll_table
+    from ..records.poller import artefact_name, poll_table
 
     points, each = [], []
     for pt in load_points(NAME, data_dir, rigs):
@@ -1252,7 +1252,7 @@ def unmeasured(rig: str, data_dir=None) -> list[PointPlan]:
 def mixed_missing_words(rig: str, mixed: pd.DataFrame, data_dir=None) -> str | None:
     """The variants whose mixed sessions the rig's plan holds and the mixed table has no row of, in words."""
     from .. import parts
-    from ..mixedsteps import PART0
+    from .mixedsteps import PART0
 
     traced = [pt for pt in parts.plan(0, rig, data_dir) if pt.params.get("kind") == "mixed-trace"]
     have = set(mixed[(mixed["rig"] == rig) & (mixed["source"] == PART0)]["model"]) if len(mixed) else set()
@@ -1273,7 +1273,7 @@ def part_answers(part: int, data_dir=None, rigs: list[str] | None = None) -> lis
     """The paragraphs of this chapter that answer part `part`'s open questions, for that part's page: each rig
     that measured this chapter, its answers whose heading names the part ("(part N)"), the rig named where several."""
     from .. import parts
-    from ..mixedsteps import mixed_table
+    from .mixedsteps import mixed_table
     from ..schema import PUBLISHED_RIG
     from .p03 import sweep_table
 
@@ -1424,7 +1424,7 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
         out.append(words + ".")
     out += nine_b_answers(view)
     if mixed is not None and len(mixed):
-        from ..mixedsteps import mixed_words
+        from .mixedsteps import mixed_words
         words = mixed_words(mixed, view["rig"]) if view["rig"] in set(mixed["rig"]) else []
         if words:
             out.append("**Why a step that carries a prefill chunk has a floor at small budgets (part 2).** "

@@ -8,16 +8,16 @@ import math
 
 import pandas as pd
 
-from .. import analysis
-from ..bench import PassSpec
-from ..analysis import GIB, Interval, LinearFit, combine
-from ..claims import Claim, Judgement, Missing, fmt_num, need
-from ..kvcache import ModelLayout, pool_from_concurrency, pool_from_report
-from ..reference import load_reference
+from ..measure import analysis
+from ..run.bench import PassSpec
+from ..measure.analysis import GIB, Interval, LinearFit, combine
+from ..measure.claims import Claim, Judgement, Missing, fmt_num, need
+from ..model.kvcache import ModelLayout, pool_from_concurrency, pool_from_report
+from ..records.reference import load_reference
 from ..schema import PUBLISHED_RIG
 from ..errors import UserError
-from ..store import load_points, pass_summary, request_throughput
-from ..sweep import PassPlan, PointPlan, prompts_for_window
+from ..records.store import load_points, pass_summary, request_throughput
+from ..run.sweep import PassPlan, PointPlan, prompts_for_window
 from .protocol import DATA_DIR, REFERENCE, Part, judged, without_data_dir
 
 NAME = "01-hit-the-wall"
@@ -111,7 +111,7 @@ def rate_table(data_dir=None, rigs: list[str] | None = None, loaded: dict | None
     """Table 1 for every rig: published rows and measured rows (the rate points plus the flood). The flood's row
     also carries its steady window (steady.STEADY_COLUMNS, from /metrics polled during it: the running batch at the
     cap) beside its whole-pass figures; NaN on the rate rows and where the flood was not polled or has none."""
-    from ..steady import point_steady_row, steady_row
+    from ..measure.steady import point_steady_row, steady_row
 
     ref = load_reference(1, data_dir)["rate_sweep"].assign(source="published")
     rows = []
@@ -252,7 +252,7 @@ def part1_knee(rig: str, data_dir=None) -> float | None:
 def published_pool(data_dir=None):
     """The A10G's KV pool from the post's own log line ('Maximum concurrency for 2,048 tokens per request:
     83.7x'), with the attention page vLLM gives this model (analysis.hybrid_block_size: 528 tokens)."""
-    from ..modelshape import ModelShape
+    from ..model.modelshape import ModelShape
 
     mem = load_reference(1, data_dir)["memory_report"].iloc[0]
     shape = ModelShape.of(PUBLISHED_PRESET, data_dir)
@@ -264,14 +264,14 @@ def published_pool(data_dir=None):
 
 
 def vision_tower_gib(preset: str, data_dir=None, dtype_bytes: int = 2) -> float:
-    from ..modelshape import ModelShape
+    from ..model.modelshape import ModelShape
 
     return ModelShape.of(preset, data_dir).vision_tower_params * dtype_bytes / GIB
 
 
 def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
     """Every table part 1's page (and part 3's, for part 1's side of its claims) needs, each loaded once."""
-    from ..rig import run_to_run
+    from ..run.rig import run_to_run
 
     loaded = measured_points(data_dir, [r for r in rigs if r != PUBLISHED_RIG] if rigs is not None else None)
     repeats = run_to_run(data_dir)
@@ -397,7 +397,7 @@ def reference_view(data_dir=None) -> dict:
 
 
 def fmt(x: float) -> str:
-    from ..claims import fmt_num
+    from ..measure.claims import fmt_num
 
     return fmt_num(float(x))
 
@@ -552,7 +552,7 @@ SETUP_FIELDS = ("command", "environment", "gpu", "vllm", "torch", "cuda")
 def _family(rig: str, data_dir=None) -> str:
     """The rig a run repeats (its profile's `repeat_of`), else the rig itself: runs of one family share the
     host and stack, so their differences are run to run."""
-    from ..rig import load_profile
+    from ..run.rig import load_profile
 
     try:
         return load_profile(rig, data_dir).repeat_of or rig
@@ -854,7 +854,7 @@ def single_interval_note(mixed: pd.DataFrame) -> str:
 def flood_steady_words(rates: pd.DataFrame) -> str | None:
     """Each measured rig's flood (rate_table's rows of infinite offered rate): its steady window beside its whole
     pass, in one sentence (steady.flood_window_words); None where no measured rig is shown."""
-    from ..steady import flood_window_words
+    from ..measure.steady import flood_window_words
 
     floods = rates[(rates["source"] == "measured") & rates["offered_rate_rps"].astype(float).map(math.isinf)]
     return flood_window_words(floods.assign(flood=floods["rig"] + "'s flood"), "flood")

@@ -15,19 +15,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import freeze
-from ..bench import Workload, PassSpec
-from ..analysis import Interval, combine
-from ..claims import NOT_MEASURED, Claim, Judgement, Missing, fmt_num, need
+from ..measure import freeze
+from ..run.bench import Workload, PassSpec
+from ..measure.analysis import Interval, combine
+from ..measure.claims import NOT_MEASURED, Claim, Judgement, Missing, fmt_num, need
 from ..errors import UserError
-from ..inject import InjectSpec, injection
-from ..trace import traced_injection
-from ..modelshape import ModelShape
-from ..reference import load_reference
+from ..run.inject import InjectSpec, injection
+from ..run.trace import traced_injection
+from ..model.modelshape import ModelShape
+from ..records.reference import load_reference
 from ..schema import PUBLISHED_RIG
-from ..store import bench_result, derived, load_points, open_artefact, read_artefact, read_text
-from ..sweep import PassPlan, PointPlan
-from ..weightbytes import config_matmul_params  # noqa: F401  (its home is weightbytes; p02's name stays)
+from ..records.store import bench_result, derived, load_points, open_artefact, read_artefact, read_text
+from ..run.sweep import PassPlan, PointPlan
+from ..model.weightbytes import config_matmul_params  # noqa: F401  (its home is weightbytes; p02's name stays)
 from .protocol import DATA_DIR, REFERENCE, Part, judged
 
 NAME = "02-prefill-freeze"
@@ -213,7 +213,7 @@ def knee_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     each knee point's (one budget each): completed against offered, whether it kept up (part 1's rule), the
     latencies, and the split of generation throughput between intervals that also prefilled and decode alone."""
     from . import p01
-    from ..store import pass_summary
+    from ..records.store import pass_summary
 
     rows = []
 
@@ -290,7 +290,7 @@ def _injections(pt, label: str = "bench") -> dict:
 
 
 def _steps(pt) -> pd.DataFrame:
-    from ..logs import parse_iterations
+    from ..records.logs import parse_iterations
 
     path = open_artefact(pt.path, "server.log")
     return derived("iterations", path, lambda: parse_iterations(read_text(path), path))
@@ -843,7 +843,7 @@ def clock_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     once a second by nvidia-smi during its passes): the lowest and the median busy SM clock over its points, the most
     power drawn, and the share of busy samples at the software power cap. Bigger chunks draw more power; a freeze
     measured at lower clocks is a longer one."""
-    from ..gpuclocks import points_table
+    from ..records.gpuclocks import points_table
 
     pts = measured_points(data_dir, rigs)
     budget = {(pt.rig, pt.name): int(pt.params["budget"]) for pt in pts}

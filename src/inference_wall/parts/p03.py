@@ -5,14 +5,14 @@ import math
 
 import pandas as pd
 
-from .. import analysis
-from ..bench import PassSpec
-from ..analysis import Interval, combine
-from ..claims import Claim, Judgement, Missing, fmt_num as fmt, need
-from ..reference import load_reference
+from ..measure import analysis
+from ..run.bench import PassSpec
+from ..measure.analysis import Interval, combine
+from ..measure.claims import Claim, Judgement, Missing, fmt_num as fmt, need
+from ..records.reference import load_reference
 from ..schema import PUBLISHED_RIG
-from ..store import load_points, pass_summary
-from ..sweep import PassPlan, PointPlan
+from ..records.store import load_points, pass_summary
+from ..run.sweep import PassPlan, PointPlan
 from .protocol import DATA_DIR, REFERENCE, Part, judged, without_data_dir
 
 NAME = "03-batching-cliff"
@@ -105,7 +105,7 @@ def sweep_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     carry the largest batch vLLM captured a CUDA graph for (`graph_max_batch`, from /server_info) and, beside the
     whole-pass figures, the flood's steady window (steady.STEADY_COLUMNS, from /metrics polled during the pass: the
     running batch at the cap; NaN where the pass was not polled or holds no such window)."""
-    from ..steady import point_flood_row, steady_row
+    from ..measure.steady import point_flood_row, steady_row
 
     ref = load_reference(3, data_dir)["mns_sweep"].assign(model="main", source="published")
     rows = []
@@ -159,7 +159,7 @@ def part1_rig(rig: str, data_dir=None) -> str:
     """The rig whose part 1 this rig's part 3 is judged against: itself, or the rig it repeats."""
     if rig == PUBLISHED_RIG:
         return rig
-    from ..rig import load_profile
+    from ..run.rig import load_profile
 
     return load_profile(rig, data_dir).repeat_of or rig
 
@@ -183,7 +183,7 @@ def graph_capture_limit(point) -> float:
     line); NaN where neither says. A step of more tokens runs without the captured graphs."""
     import re
 
-    from ..store import read_artefact
+    from ..records.store import read_artefact
 
     pattern = re.compile(r"max_cudagraph_capture_size'?\"?:\s*(\d+)")
     for name in ("server_info.json", "server.log"):
@@ -308,7 +308,7 @@ def small_model_words(v: dict, part1: dict, verdict: str, inside: str = "the com
 def run_to_run(table: pd.DataFrame) -> dict[str, dict[float, float]]:
     """For each rig that has a repeat (its profile's `repeat_of`, or another rig's), the relative difference
     of output throughput between the two runs at each cap both measured: rig -> {cap: |a - b| / b}."""
-    from ..rig import load_profile
+    from ..run.rig import load_profile
 
     main = table[(table["model"] == "main") & (table["source"] == "measured")]
     out: dict[str, dict[float, float]] = {}
@@ -671,7 +671,7 @@ def takeaways(views: dict[str, dict], facts: dict, verdicts: pd.Series | None = 
     def said(claim: str) -> str:
         if verdicts is None:
             return ""
-        from ..claims import NOT_MEASURED
+        from ..measure.claims import NOT_MEASURED
 
         got = [f"{r}: {verdicts[(claim, r)]}" for r in views
                if (claim, r) in verdicts.index and verdicts[(claim, r)] != NOT_MEASURED]

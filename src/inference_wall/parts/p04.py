@@ -23,13 +23,13 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .. import analysis
-from ..bench import PassSpec, Workload
-from ..claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, fmt_num, missing
+from ..measure import analysis
+from ..run.bench import PassSpec, Workload
+from ..measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, fmt_num, missing
 from ..errors import UserError
-from ..kvcache import NULL_BLOCKS, ModelLayout
-from ..store import load_points, pass_summary
-from ..sweep import PassPlan, PointPlan
+from ..model.kvcache import NULL_BLOCKS, ModelLayout
+from ..records.store import load_points, pass_summary
+from ..run.sweep import PassPlan, PointPlan
 from .protocol import DATA_DIR, Part, one_paragraph
 
 NAME = "04-kv-starvation"
@@ -100,7 +100,7 @@ def block_size_for(preset: str, p: dict, data_dir=None) -> int:
     """The attention page size the pools are counted in: the parameter, else kvcache.block_size (a dense
     model's default; for a hybrid model, whose page vLLM derives from the state size, what a start of it
     logged, else the same derivation from its config)."""
-    from ..kvcache import block_size
+    from ..model.kvcache import block_size
 
     if p["block_size"]:
         return int(p["block_size"])
@@ -108,7 +108,7 @@ def block_size_for(preset: str, p: dict, data_dir=None) -> int:
 
 
 def model_max_len(preset: str, data_dir=None) -> int:
-    from ..modelshape import ModelShape
+    from ..model.modelshape import ModelShape
 
     return int(ModelShape.of(preset, data_dir).text.get("max_position_embeddings", 1 << 30))
 
@@ -206,8 +206,8 @@ def plan(p: dict, profile, pools: dict | None = None, data_dir=None) -> list[Poi
 # ---------------------------------------------------------------------------------------------
 
 def _polls(pt) -> pd.DataFrame:
-    from ..poller import artefact_name, poll_table
-    from ..store import open_artefact
+    from ..records.poller import artefact_name, poll_table
+    from ..records.store import open_artefact
 
     try:
         return poll_table(open_artefact(pt.path, artefact_name("bench")))
@@ -322,7 +322,7 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
                              ascending=[True, True, False, False, False]).reset_index(drop=True)
 
 
-from ..steady import MIN_FLOOD_STEPS, flood_steady  # noqa: E402  (the flood's steady window, shared with parts 1, 3, 5)
+from ..measure.steady import MIN_FLOOD_STEPS, flood_steady  # noqa: E402  (the flood's steady window, shared with parts 1, 3, 5)
 
 
 def _steady(polls: pd.DataFrame, cap: int, rate: float) -> dict:
@@ -669,8 +669,8 @@ def claim_summary(claims: pd.DataFrame, rigs: list[str]) -> pd.DataFrame:
 def page_rigs(data_dir=None, rigs: list[str] | None = None) -> list[str]:
     """Measured rigs with part 4 data, except test rigs (`method_only`), unless `rigs` names them. The series
     never published part 4, so no published rig."""
-    from ..rig import load_profile
-    from ..store import rigs_with_data
+    from ..run.rig import load_profile
+    from ..records.store import rigs_with_data
 
     if rigs:
         return list(rigs)
@@ -679,9 +679,9 @@ def page_rigs(data_dir=None, rigs: list[str] | None = None) -> list[str]:
 
 def rigs_not_run(data_dir=None) -> list[str]:
     """Rigs with data for another part (and not test rigs) that have not run this part yet."""
-    from ..rig import load_profile
+    from ..run.rig import load_profile
     from ..schema import PARTS
-    from ..store import rigs_with_data
+    from ..records.store import rigs_with_data
 
     here = set(rigs_with_data(NAME, data_dir))
     other = {r for part in PARTS.values() if part != NAME for r in rigs_with_data(part, data_dir)}
@@ -700,8 +700,8 @@ def arithmetic(preset: str | None = None, p: dict | None = None, data_dir=None, 
     layout = ModelLayout.from_preset(preset, data_dir)
     block = block_size_for(preset, p, data_dir)
     inp, short, long_ = p["input_len"], p["output_len"], p["long_output_len"]
-    from ..kvcache import DEFAULT_BLOCK_SIZE, RECURRENT_LAYER_TYPES
-    from ..modelshape import ModelShape
+    from ..model.kvcache import DEFAULT_BLOCK_SIZE, RECURRENT_LAYER_TYPES
+    from ..model.modelshape import ModelShape
 
     types = ModelShape.of(preset, data_dir).layer_types
     return {"layers": len(types), "attention_layers": sum(t not in RECURRENT_LAYER_TYPES for t in types),
@@ -888,7 +888,7 @@ def _faster_text(pre: pd.DataFrame, calm: pd.DataFrame) -> str:
 
 def published_running(data_dir=None) -> dict:
     """The running batches the series reported (data/reference): part 1's flood, part 3's cap 256."""
-    from ..reference import load_reference
+    from ..records.reference import load_reference
 
     def fact(part: int, key: str) -> float:
         f = load_reference(part, data_dir)["facts"]
@@ -901,11 +901,11 @@ def earlier_runs(data_dir=None) -> pd.DataFrame:
     """Part 3's floods on every measured rig (test rigs aside) and the published A10G: the cap, the pool the
     server started with (kvcache, from its log), the batch that pool admits at the series' lengths, and the
     running batch measured (published: reported). Where the admitted batch is below the cap, the pool set it."""
-    from ..kvcache import pool_of_point
-    from ..reference import load_reference
-    from ..rig import load_profile
+    from ..model.kvcache import pool_of_point
+    from ..records.reference import load_reference
+    from ..run.rig import load_profile
     from ..schema import PUBLISHED_RIG
-    from ..store import load_points
+    from ..records.store import load_points
 
     rows = []
     a = arithmetic(data_dir=data_dir)

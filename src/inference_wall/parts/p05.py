@@ -12,12 +12,12 @@ import math
 
 import pandas as pd
 
-from ..analysis import Interval, combine
-from ..claims import Claim, Judgement, Missing, known_number, missing, need
+from ..measure.analysis import Interval, combine
+from ..measure.claims import Claim, Judgement, Missing, known_number, missing, need
 from ..errors import UserError
-from ..store import load_points, pass_summary
-from ..sweep import PointPlan
-from ..weightbytes import FORMATS, preset_decode_bytes, preset_group_size
+from ..records.store import load_points, pass_summary
+from ..run.sweep import PointPlan
+from ..model.weightbytes import FORMATS, preset_decode_bytes, preset_group_size
 from .protocol import Part, judged, one_paragraph, reading_data_dir, with_data_dir, without_data_dir
 from .variants import (BAND, STEP_NAMES, apply_start, flood_point, interval_words, measure_variant,
                        num, pct, point_name, point_table, positive_prediction, rig_bandwidth, rig_price, sig,
@@ -127,7 +127,7 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
 def reference_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
     """The rig's part-1 and part-3 measurements of its own model (16-bit): single stream, decode batches, the
     floods per cap and the server's weights, as rows shaped like part 5's."""
-    from ..gpuclocks import point_summary
+    from ..records.gpuclocks import point_summary
     from . import p01, p03
 
     rows, starts = [], []
@@ -158,7 +158,7 @@ def reference_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
 
 
 def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
-    from ..reference import gpu_prices
+    from ..records.reference import gpu_prices
 
     return {"points": point_table(data_dir, rigs, part=NAME), "starts": startup_table(data_dir, rigs, part=NAME),
             "reference": reference_tables(data_dir, rigs), "prices": gpu_prices(data_dir)}

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..analysis import Interval, combine
-from ..claims import Claim, Judgement, Missing, missing, need
+from ..measure.analysis import Interval, combine
+from ..measure.claims import Claim, Judgement, Missing, missing, need
 from ..errors import UserError
-from ..sweep import PointPlan
+from ..run.sweep import PointPlan
 from .protocol import Part, judged, one_paragraph, reading_data_dir, with_data_dir, without_data_dir
 from . import variants
 
@@ -99,7 +99,7 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
 # Replay
 # ---------------------------------------------------------------------------------------------
 def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
-    from ..reference import gpu_prices
+    from ..records.reference import gpu_prices
 
     return {"points": variants.point_table(data_dir, rigs, part=NAME, key="config"),
             "starts": variants.startup_table(data_dir, rigs, part=NAME, key="config"), "prices": gpu_prices(data_dir)}
@@ -108,7 +108,7 @@ def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
 def predicted_bytes(model: str, data_dir=None) -> pd.DataFrame:
     """What each GPU streams per decode step in each configuration, from the shapes (no run needed): the whole
     16-bit model on one GPU or on each replica, half of it on each GPU of the tensor-parallel pair."""
-    from ..weightbytes import preset_decode_bytes
+    from ..model.weightbytes import preset_decode_bytes
 
     gb = preset_decode_bytes(model, "fp16", data_dir).gb
     return pd.DataFrame([{"config": c, "label": CONFIG_LABELS[c], "gpus": GPUS[c], "engines": ENGINES[c],
@@ -388,7 +388,7 @@ def sharded_heads(model: str, data_dir=None, ranks: int = 2) -> dict:
     """The heads tensor parallelism splits over `ranks` GPUs, from the model's config: attention's query and KV
     heads and the Gated DeltaNet's key and value heads (vLLM shards both kinds across the ranks, so each GPU holds
     that share of every sequence's KV cache and recurrent state)."""
-    from ..modelshape import ModelShape
+    from ..model.modelshape import ModelShape
 
     t = ModelShape.of(model, data_dir).text
     heads = {"attention_heads": t.get("num_attention_heads"), "kv_heads": t.get("num_key_value_heads"),
@@ -401,7 +401,7 @@ def awaiting_note(views: dict[str, dict], data_dir=None) -> str:
     run, and why; '' once one has."""
     if any(GPUS[c] == 2 for view in views.values() for c in view["variants"]):
         return ""
-    from ..rig import load_profile
+    from ..run.rig import load_profile
 
     try:
         load_profile(TWO_GPU_RIG, data_dir)

@@ -17,8 +17,8 @@ from typing import Callable
 
 import pandas as pd
 
-from ..claims import Claim, evaluate
-from ..sweep import PointPlan
+from ..measure.claims import Claim, evaluate
+from ..run.sweep import PointPlan
 
 DATA_DIR = "data_dir"  # a page's tables: the data dir they were read from
 REFERENCE = "reference"  # a page's tables and each view: the post's figures the part's claims quote

@@ -14,14 +14,14 @@ import re
 
 import pandas as pd
 
-from .. import analysis
-from ..analysis import Interval
-from ..bench import PassSpec
-from ..claims import Missing, fmt_num, known_number, missing
+from ..measure import analysis
+from ..measure.analysis import Interval
+from ..run.bench import PassSpec
+from ..measure.claims import Missing, fmt_num, known_number, missing
 from ..errors import UserError
-from ..store import load_points, pass_summary
-from ..sweep import PassPlan, PointPlan
-from ..weightbytes import preset_decode_bytes
+from ..records.store import load_points, pass_summary
+from ..run.sweep import PassPlan, PointPlan
+from ..model.weightbytes import preset_decode_bytes
 
 # Agreement: measured / predicted within 20% either way (the fit's and the bandwidth's ranges come on top).
 BAND = (1 / 1.2, 1.2)
@@ -87,8 +87,8 @@ def point_table(data_dir=None, rigs: list[str] | None = None, *, part: str, key:
     variant (format, preset), the kind of point, its numbers; a flood's row also its steady window beside its
     whole-pass figures (steady.STEADY_COLUMNS, from /metrics polled during the pass: the running batch at the cap of
     all its engines), NaN on the other kinds and where a flood was not polled or holds no such window."""
-    from ..gpuclocks import point_summary
-    from ..steady import STEADY_COLUMNS, point_steady_row, steady_row
+    from ..records.gpuclocks import point_summary
+    from ..measure.steady import STEADY_COLUMNS, point_steady_row, steady_row
 
     rows = []
     for pt in load_points(part, data_dir, rigs):
@@ -114,7 +114,7 @@ def point_table(data_dir=None, rigs: list[str] | None = None, *, part: str, key:
 def flood_steady_words(points: pd.DataFrame, rig: str, key: str = "format") -> str | None:
     """The floods of `rig` in point_table's rows: each one's steady window beside its whole pass, in one sentence
     (steady.flood_window_words), named by its variant and cap; None where the rig has no flood."""
-    from ..steady import flood_window_words
+    from ..measure.steady import flood_window_words
 
     f = points[(points["rig"] == rig) & (points["kind"] == "flood")].sort_values([key, "max_num_seqs"])
     return flood_window_words(f.assign(flood=f[key] + " at cap " + f["max_num_seqs"].map(lambda c: f"{c:,.0f}")),
@@ -132,7 +132,7 @@ def short_windows(points: pd.DataFrame) -> pd.DataFrame:
 def startup_table(data_dir=None, rigs: list[str] | None = None, *, part: str, key: str = "format") -> pd.DataFrame:
     """One row per server start of `part` (its variants named by params[`key`]): weights the log
     reports, the linear kernels it chose, the KV pool and the admission limit it leaves for the part's requests."""
-    from ..kvcache import pool_of_point
+    from ..model.kvcache import pool_of_point
 
     rows = []
     for pt in load_points(part, data_dir, rigs):
@@ -243,7 +243,7 @@ def apply_start(v: dict, starts: pd.DataFrame) -> None:
 
 def rig_price(prices: pd.DataFrame, points: pd.DataFrame) -> dict | None:
     """The listed price of the GPU a rig's points ran on (reference.price_for_gpu), None where not listed."""
-    from ..reference import price_for_gpu
+    from ..records.reference import price_for_gpu
 
     names = [n for n in points["gpu_name"].dropna().unique()] if "gpu_name" in points else []
     return price_for_gpu(prices, names[0] if names else None)
@@ -259,7 +259,7 @@ def usd_per_million(price_per_hour: float | None, tok_s: float) -> float:
 def default_price(views: dict[str, dict], prices: pd.DataFrame, fallback_gpu: str = "H200") -> dict:
     """Where the price slider starts: the listed middle of the first shown rig's GPU, else of `fallback_gpu` (the
     book's own GPU), with where that number comes from."""
-    from ..reference import price_for_gpu
+    from ..records.reference import price_for_gpu
 
     for rig, view in views.items():
         if view.get("price"):

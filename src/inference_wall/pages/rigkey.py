@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from .rig import load_profile, shown as shown_profile
-from .schema import PUBLISHED_RIG
+from ..run.rig import load_profile, shown as shown_profile
+from ..schema import PUBLISHED_RIG
 
 WEIGHTS = {"dummy": "dummy (random, of the real model's shapes)", "hub": "the real checkpoint"}
 
@@ -29,7 +29,7 @@ def _code(text: str) -> str:
 
 def series_setup(data_dir: Path | None = None) -> dict[str, str]:
     """The published rig's setup as the posts state it (data/reference/01-hit-the-wall/server_setup.csv)."""
-    from .reference import load_reference
+    from ..records.reference import load_reference
 
     frame = load_reference(1, data_dir)["server_setup"]
     rows = frame[frame["rig"] == PUBLISHED_RIG]
@@ -38,7 +38,7 @@ def series_setup(data_dir: Path | None = None) -> dict[str, str]:
 
 def recorded(rig: str, data_dir: Path | None = None, part: int | str | None = None) -> dict[str, list[str]]:
     """What the rig's complete runs recorded: the vLLM versions and the model sources, each sorted."""
-    from .store import iter_points
+    from ..records.store import iter_points
 
     versions, sources = set(), set()
     for _part, _rig, _point, m in iter_points(data_dir, part, rig=rig):

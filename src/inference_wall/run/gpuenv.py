@@ -31,7 +31,7 @@ PyPI wheels, the shared objects' needed libraries and nvcc banners):
 
 Pure functions (the parsing, the pick, the CPU-rig rule) are tested with captured `nvidia-smi` text;
 `probe_nvidia` is the only part that runs anything. Stdlib only: scripts/setup-vllm-gpu.sh runs this
-module with any Python 3 (`python3 -m inference_wall.gpuenv pin`).
+module with any Python 3 (`python3 -m inference_wall.run.gpuenv pin`).
 """
 from __future__ import annotations
 
@@ -43,9 +43,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UserError
+from ..errors import UserError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GPU_VENV = REPO / ".venv-vllm-gpu"  # what scripts/setup-vllm-gpu.sh builds
 
 
@@ -227,11 +227,11 @@ def gpu_vllm_python(profile, environ=os.environ) -> str | None:
 
 
 def _main(argv: list[str], environ=os.environ) -> int:
-    """`python -m inference_wall.gpuenv pin`: the requirements for this host's driver, one per line (what
+    """`python -m inference_wall.run.gpuenv pin`: the requirements for this host's driver, one per line (what
     scripts/setup-vllm-gpu.sh installs), after a `# ` line saying why; $VLLM names a pinned version to take
     instead of the driver's pick. A one-line error and exit 2 without a GPU or a fitting vLLM."""
     if argv != ["pin"]:
-        print("usage: python -m inference_wall.gpuenv pin", file=sys.stderr)
+        print("usage: python -m inference_wall.run.gpuenv pin", file=sys.stderr)
         return 2
     wanted = environ.get("VLLM", "").strip() or None
     try:

@@ -175,7 +175,7 @@ def kernel_table(trace: dict) -> dict[str, list[float]]:
 
 
 def _metrics_now(url: str) -> dict | None:
-    from .logs import parse_metrics
+    from ..records.logs import parse_metrics
 
     try:
         r = requests.get(url.rstrip("/") + "/metrics", timeout=5)

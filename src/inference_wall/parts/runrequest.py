@@ -8,9 +8,9 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from .errors import UserError
-from .schema import PARTS
-from .store import DATA_DIR, check_run_rig, part_name, rig_dir
+from ..errors import UserError
+from ..schema import PARTS
+from ..records.store import DATA_DIR, check_run_rig, part_name, rig_dir
 
 
 def parts_help() -> str:
@@ -67,7 +67,7 @@ def check_python(python: str | None) -> None:
     """--python names an interpreter that exists and finds vllm (without importing it: a second at most)."""
     import shutil
 
-    from .gpuenv import has_vllm
+    from ..run.gpuenv import has_vllm
 
     if python is None:
         return
@@ -83,7 +83,7 @@ def check_python(python: str | None) -> None:
 def _planned_with_overrides(request: RunRequest, profile):
     """parts.planned, where a --set value of the right kind that the part's plan still cannot use (a list of
     strings for a list of numbers) is one line naming the values, not a traceback."""
-    from . import parts
+    from .. import parts
 
     try:
         planned = parts.planned(request, profile)
@@ -122,7 +122,7 @@ class RunRequest:
 
     @staticmethod
     def add_cli_args(p: argparse.ArgumentParser) -> None:
-        from .store import REPO
+        from ..records.store import REPO
 
         p.add_argument("--part", required=True, help=f"the part to run: {parts_help()}")
         p.add_argument("--rig", required=True,
@@ -152,9 +152,9 @@ class RunRequest:
         """The request the options ask for, validated before anything slow: the part, the rig's name and profile
         (its overrides of every part), the time budget, --set's keys and kinds, the points, the complete points
         this plan would make otherwise, and --python. Each problem is one UserError line."""
-        from . import parts
-        from .rig import load_profile
-        from .sweep import check_budget, refuse_changed
+        from .. import parts
+        from ..run.rig import load_profile
+        from ..run.sweep import check_budget, refuse_changed
 
         request = cls(part=part_name(args.part), rig=check_run_rig(args.rig), data_dir=_data_folder(args.data_dir),
                       model_source=args.model_source, points=tuple(args.points) if args.points else None,

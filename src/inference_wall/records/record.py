@@ -22,7 +22,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from .errors import UserError
+from ..errors import UserError
 
 FORMAT_VERSION = 2
 MANIFEST = "manifest.json"

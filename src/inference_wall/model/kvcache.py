@@ -141,8 +141,8 @@ def rig_pool(rig_dir: Path, preset: str, data_dir: Path | None = None, serve_arg
     latest server start recorded for that preset in any part of the rig (`rig_dir` is one part's folder;
     its siblings are the other parts) whose pool-sizing flags are the profile's: a start that a part sized
     itself (part 4's `--num-gpu-blocks-override`) says nothing of the pool the rig's other servers get."""
-    from .record import read_record
-    from .store import log_startup, open_artefact
+    from ..records.record import read_record
+    from ..records.store import log_startup, open_artefact
 
     try:
         layout = ModelLayout.from_preset(preset, data_dir)
@@ -201,7 +201,7 @@ def block_size(preset: str, runs_dir: Path | None = None, data_dir: Path | None 
     a page at least one recurrent layer's state), so a pool can be counted before the model has ever
     started; for a dense model, vLLM's default."""
     from .modelshape import ModelShape
-    from .store import runs_dir as default_runs_dir
+    from ..records.store import runs_dir as default_runs_dir
 
     given = _block_size_from_args(serve_args or [])
     if given is not None:
@@ -220,8 +220,8 @@ def _block_size_from_args(args: list[str]) -> int | None:
 def _logged_block_size(runs: Path, preset: str) -> int | None:
     """The attention block size a hybrid model's start logged on any rig (vLLM derives it from the model's
     page sizes, not from the pool's size)."""
-    from .record import read_record
-    from .store import log_startup, open_artefact
+    from ..records.record import read_record
+    from ..records.store import log_startup, open_artefact
 
     for log in sorted(runs.glob("*/*/*/server.log*")):
         rec = read_record(log.parent)

@@ -25,20 +25,20 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from . import __version__
+from .. import __version__
 from .bench import (BenchForkServer, PassSpec, Workload, bench_command, client_file, client_specs, run_clients,
                     run_pass)
-from .errors import UserError
-from .gpuclocks import artefact_name as gpu_artefact_name, sampling as gpu_sampling
+from ..errors import UserError
+from ..records.gpuclocks import artefact_name as gpu_artefact_name, sampling as gpu_sampling
 from .lock import writer_lock
-from .modelkit import ModelSpec
-from .poller import artefact_name, polling
-from .record import new_manifest, read_manifest, read_record
-from .redact import redact_argv, redact_record, redact_server_info, scrub_files, secret_values
+from ..model.modelkit import ModelSpec
+from ..records.poller import artefact_name, polling
+from ..records.record import new_manifest, read_manifest, read_record
+from ..records.redact import redact_argv, redact_record, redact_server_info, scrub_files, secret_values
 from .rig import RigProfile
 from .server import (ServerSpec, TerminateAsInterrupt, VllmServer, api_keys, session_dir, shared_machine_warning,
                      stop_requested)
-from .store import (artefact_records, compress_large, fresh_point_dir, is_complete,
+from ..records.store import (artefact_records, compress_large, fresh_point_dir, is_complete,
                     request_throughput, write_failed, write_json_atomic)
 
 WARMUP_SEED = 10_000

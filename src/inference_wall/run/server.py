@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import requests
 
-from .errors import UserError
+from ..errors import UserError
 
 VLLM_MAIN = "vllm.entrypoints.cli.main"  # `python -m` this: the CLI without its console script
 REGISTRY = Path(os.environ.get("INFERENCE_WALL_STATE", Path.home() / ".cache" / "inference-wall")) / "servers"
@@ -500,7 +500,7 @@ def vllm_python(explicit: str | None = None) -> str:
         return explicit
     if os.environ.get("VLLM_PYTHON"):
         return os.environ["VLLM_PYTHON"]
-    repo_venv = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
+    repo_venv = Path(__file__).resolve().parents[3] / ".venv-vllm" / "bin" / "python"
     if repo_venv.exists():
         return str(repo_venv)
     return sys.executable

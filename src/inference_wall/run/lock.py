@@ -20,8 +20,8 @@ from pathlib import Path
 import psutil
 from filelock import FileLock, Timeout
 
-from .errors import UserError
-from .redact import redact_argv
+from ..errors import UserError
+from ..records.redact import redact_argv
 
 LOCK_FILE = ".writer.lock"
 HOLDER_FILE = ".writer.json"

@@ -16,8 +16,8 @@ import re
 
 import pandas as pd
 
-from .claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, evaluate, known_number, missing
-from .schema import PUBLISHED_RIG
+from ..measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, evaluate, known_number, missing
+from ..schema import PUBLISHED_RIG
 
 # The words a cell of the matrix reads: claims' four verdicts (NOT_MEASURED says "on this rig"; a column is the rig)
 # and part 2's own for a published figure whose prompt length the post never gives (p02.NOT_COMPARABLE).
@@ -36,7 +36,7 @@ def part_label(part: int) -> str:
 
 def part_page(part: int) -> str:
     """The built page of a part, relative to book/glance.html."""
-    from .schema import PARTS
+    from ..schema import PARTS
 
     return f"../notebooks/{PARTS[part]}.html"
 
@@ -62,8 +62,8 @@ def _rows(part: int, frame: pd.DataFrame) -> pd.DataFrame:
 
 def part0_rows(data_dir=None) -> tuple[pd.DataFrame, list[str]]:
     """Inside a step's claims on every measured rig its page shows (the published series ran no such chapter)."""
-    from . import parts
-    from .parts import p00
+    from .. import parts
+    from ..parts import p00
 
     shown = [r for r in parts.page_rigs(0, data_dir) if r != PUBLISHED_RIG]
     tables = p00.page_tables(data_dir, shown)
@@ -72,8 +72,8 @@ def part0_rows(data_dir=None) -> tuple[pd.DataFrame, list[str]]:
 
 
 def part1_rows(data_dir=None) -> pd.DataFrame:
-    from . import parts
-    from .parts import p01
+    from .. import parts
+    from ..parts import p01
 
     shown = parts.page_rigs(1, data_dir)
     tables = p01.page_tables(data_dir, shown)
@@ -82,8 +82,8 @@ def part1_rows(data_dir=None) -> pd.DataFrame:
 
 
 def part2_rows(data_dir=None) -> pd.DataFrame:
-    from . import parts
-    from .parts import p02
+    from .. import parts
+    from ..parts import p02
 
     shown = parts.page_rigs(2, data_dir)
     measured = [r for r in shown if r != PUBLISHED_RIG]
@@ -97,8 +97,8 @@ def part2_rows(data_dir=None) -> pd.DataFrame:
 
 
 def part3_rows(data_dir=None) -> pd.DataFrame:
-    from . import parts
-    from .parts import p01, p03
+    from .. import parts
+    from ..parts import p01, p03
 
     # a rig's part 3 is judged against the part 1 of its family: itself, or the rig it repeats (p01's _family,
     # the package's one reading of a profile's repeat_of; part 3's notebook reads the profile the same way)
@@ -130,7 +130,7 @@ def point_verdict(verdicts: list[str]) -> tuple[str, str]:
 
 
 def part4_rows(data_dir=None) -> pd.DataFrame:
-    from .parts import p04
+    from ..parts import p04
 
     shown = p04.page_rigs(data_dir)
     table = p04.point_table(data_dir, shown)
@@ -150,8 +150,8 @@ def part4_summary(claims: pd.DataFrame, ids: list[str], rigs: list[str]) -> pd.D
 
 
 def part5_rows(data_dir=None) -> tuple[pd.DataFrame, list[str]]:
-    from . import parts
-    from .parts import p05
+    from .. import parts
+    from ..parts import p05
 
     shown = [r for r in parts.page_rigs(5, data_dir) if r != PUBLISHED_RIG]
     tables = p05.page_tables(data_dir, shown)
@@ -160,8 +160,8 @@ def part5_rows(data_dir=None) -> tuple[pd.DataFrame, list[str]]:
 
 
 def part6_rows(data_dir=None) -> tuple[pd.DataFrame, list[str]]:
-    from . import parts
-    from .parts import p06
+    from .. import parts
+    from ..parts import p06
 
     shown = [r for r in parts.page_rigs(6, data_dir) if r != PUBLISHED_RIG]
     tables = p06.page_tables(data_dir, shown)
@@ -172,7 +172,7 @@ def part6_rows(data_dir=None) -> tuple[pd.DataFrame, list[str]]:
 def claim_rows(data_dir=None) -> tuple[pd.DataFrame, dict[int, list[str]]]:
     """Every part's (part, claim, post, rig, verdict, detail) rows, and each part's claim ids in its own order
     (a part whose page shows no rig still lists its claims)."""
-    from .parts import p01, p03, p04
+    from ..parts import p01, p03, p04
 
     frames, ids = [], {}
     rows0, ids[0] = part0_rows(data_dir)
@@ -193,7 +193,7 @@ def claim_rows(data_dir=None) -> tuple[pd.DataFrame, dict[int, list[str]]]:
 
 def shown_rigs(rows: pd.DataFrame) -> list[str]:
     """The matrix's columns: every rig some part judged, the published rig first."""
-    from .figures import rig_order
+    from ..figures import rig_order
 
     return rig_order(rows["rig"].unique())
 
@@ -272,7 +272,7 @@ def server_gpus(command: list[str] | None) -> int:
 def mean_power_w(samples: pd.DataFrame, label: str = "bench") -> float:
     """The pass's mean power draw over the GPUs that worked in it (nvidia-smi's power.draw, per GPU then summed;
     a GPU never busy in the pass, an idle neighbour on the host, is left out); NaN without samples."""
-    from .gpuclocks import BUSY_UTIL_PCT
+    from ..records.gpuclocks import BUSY_UTIL_PCT
 
     if samples is None or not len(samples):
         return math.nan
@@ -297,8 +297,8 @@ def energy_per_token_j(power_w: float, output_tok_s: float) -> float:
 def point_facts(part: int, data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     """Per measured point of a part: the GPUs its server took (server_gpus of the command in its manifest), the
     GPU's name and the measured pass's mean power (where nvidia-smi sampled it)."""
-    from .gpuclocks import point_samples
-    from .store import load_points
+    from ..records.gpuclocks import point_samples
+    from ..records.store import load_points
 
     rows = []
     for pt in load_points(part, data_dir, rigs):
@@ -322,8 +322,8 @@ def chart_rows(points: pd.DataFrame, prices: pd.DataFrame | None = None) -> pd.D
       tokens one GPU emits in an hour; missing where the listing has no such GPU;
     - energy_j_per_token: the GPUs' mean power over the server's output tok/s, where sampled.
     Points without a positive throughput, ITL or GPU count are left out (a log axis cannot draw them)."""
-    from .parts.variants import usd_per_million
-    from .reference import price_for_gpu
+    from ..parts.variants import usd_per_million
+    from ..records.reference import price_for_gpu
 
     if not len(points):
         return pd.DataFrame(columns=CHART_COLUMNS)
@@ -346,8 +346,8 @@ def chart_rows(points: pd.DataFrame, prices: pd.DataFrame | None = None) -> pd.D
 
 def part3_points(data_dir=None) -> pd.DataFrame:
     """Part 3's floods of the series' model, one per cap (the published A10G's one GPU where the post ran it)."""
-    from . import parts
-    from .parts import p01, p03
+    from .. import parts
+    from ..parts import p01, p03
 
     shown = parts.page_rigs(3, data_dir)
     t = p03.sweep_table(data_dir, shown)
@@ -366,8 +366,8 @@ def part3_points(data_dir=None) -> pd.DataFrame:
 
 def part5_points(data_dir=None) -> pd.DataFrame:
     """Part 5's floods and decode batches, per format."""
-    from . import parts
-    from .parts import p05, variants
+    from .. import parts
+    from ..parts import p05, variants
 
     shown = [r for r in parts.page_rigs(5, data_dir) if r != PUBLISHED_RIG]
     t = variants.point_table(data_dir, shown, part=p05.NAME)
@@ -377,8 +377,8 @@ def part5_points(data_dir=None) -> pd.DataFrame:
 
 def part6_points(data_dir=None) -> pd.DataFrame:
     """Part 6's floods and decode batches, per layout (one GPU, tensor parallel, two replicas)."""
-    from . import parts
-    from .parts import p06, variants
+    from .. import parts
+    from ..parts import p06, variants
 
     shown = [r for r in parts.page_rigs(6, data_dir) if r != PUBLISHED_RIG]
     t = variants.point_table(data_dir, shown, part=p06.NAME, key="config")
@@ -404,7 +404,7 @@ LAYOUT_WORDS = {"ref": "fp16 (part 5's reference)", "fp16": "fp16", "fp8": "fp8"
 
 def chart_data(data_dir=None) -> pd.DataFrame:
     """chart_rows over parts 3, 5 and 6."""
-    from .reference import gpu_prices
+    from ..records.reference import gpu_prices
 
     frames = [f for f in (part3_points(data_dir), part5_points(data_dir), part6_points(data_dir)) if len(f)]
     if not frames:
@@ -413,7 +413,7 @@ def chart_data(data_dir=None) -> pd.DataFrame:
 
 
 def _sig(x: float) -> str:
-    from .claims import fmt_num
+    from ..measure.claims import fmt_num
 
     return fmt_num(float(x))
 
@@ -435,7 +435,7 @@ def chart_words(data: pd.DataFrame) -> str:
     """Per rig, from the chart's points: its highest throughput per GPU (which part, what was served, the setting)
     with the speed per user there and, where the listing prices the rig's GPU, the cost per million tokens; and
     its fastest stream with what that costs. Missing numbers are left out, never printed."""
-    from .figures import rig_order
+    from ..figures import rig_order
 
     lines = []
     for rig in rig_order(data["rig"].unique()):

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import requests
 
-from .errors import UserError
+from ..errors import UserError
 
 MAIN_RUN_MARKER = "Starting main benchmark run"
 

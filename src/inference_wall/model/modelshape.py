@@ -19,8 +19,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import analysis, weightbytes
-from .errors import UserError
+from ..measure import analysis
+from . import weightbytes
+from ..errors import UserError
 from .kvcache import ModelLayout
 from .modelkit import models_dir, preset_dir, text_config
 

@@ -50,7 +50,7 @@ stops paying: where the step's growth per added sequence reaches STOP_PAYING_X o
 `step_model(..., sync=True)` adds the host work that asynchronous scheduling hid on the h200 (4b-sync against 4b).
 
 Every coefficient keeps its source ("measured on h200 ...", "datasheet ...", "shapes ..."): coefficient_table.
-Published numbers are read through inference_wall.reference, never typed: a10g_table.
+Published numbers are read through inference_wall.records.reference, never typed: a10g_table.
 """
 from __future__ import annotations
 
@@ -60,11 +60,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import analysis
-from .analysis import GIB
-from .errors import UserError
-from .kvcache import KVPool, ModelLayout, block_size, pool_flags
-from .reference import gpu_datasheets, load_reference, reference_fact
+from ..measure import analysis
+from ..measure.analysis import GIB
+from ..errors import UserError
+from ..model.kvcache import KVPool, ModelLayout, block_size, pool_flags
+from ..records.reference import gpu_datasheets, load_reference, reference_fact
 
 RIG = "h200"
 H200_KEY = "h200-sxm"  # the datasheet row of the GPU the coefficients were measured on
@@ -251,7 +251,7 @@ def _trace_context(view: dict, variant: str) -> float:
 
 def _h200_starts(data_dir=None, rig: str = RIG) -> list[dict]:
     """Every recorded server start on `rig` (any part): preset, max_num_seqs, pool-sizing flags, when, where."""
-    from .store import runs_dir
+    from ..records.store import runs_dir
 
     return _starts(str(runs_dir(data_dir)), rig)
 
@@ -260,7 +260,7 @@ def _h200_starts(data_dir=None, rig: str = RIG) -> list[dict]:
 def _starts(runs: str, rig: str) -> list[dict]:
     from pathlib import Path
 
-    from .record import read_record
+    from ..records.record import read_record
 
     seen, out = set(), []
     for man in sorted(Path(runs).glob(f"*/{rig}/*/manifest.json")):
@@ -291,9 +291,9 @@ def _gib(text: str | None) -> float:
 def overhead(preset: str, max_num_seqs: int, data_dir=None, rig: str = RIG) -> tuple[float, float, str]:
     """(overhead GiB, weights GiB, source): util x total - weights - KV pool, from the latest start on `rig` of
     `preset` with this max_num_seqs and no pool-sizing flags (else the latest start of `preset` at all, named)."""
-    from .logs import parse_startup
-    from .serversetup import setup_from_log
-    from .store import open_artefact
+    from ..records.logs import parse_startup
+    from ..records.serversetup import setup_from_log
+    from ..records.store import open_artefact
 
     starts = [s for s in _h200_starts(data_dir, rig) if s["preset"] == preset and not s["pool_flags"]]
     same = [s for s in starts if s["max_num_seqs"] == max_num_seqs]
@@ -322,8 +322,8 @@ def memory_ratio(view: dict, gpus_: dict[str, Gpu], data_dir=None) -> float:
 def prefill_rate(view: dict, h200: Gpu, data_dir=None) -> tuple[float, str]:
     """The fraction of the h200's dense peak that part 2's solo prefill reached (chunking off; the shortest prompt
     measured): 2 x the 4B's matmul parameters x tokens / peak over the measured TTFT."""
-    from .modelshape import ModelShape
-    from .parts import p02
+    from ..model.modelshape import ModelShape
+    from . import p02
 
     try:
         inj = p02.injection_table(data_dir, [view["rig"]])
@@ -349,7 +349,7 @@ def step_model(view: dict, variant: str, gpus_: dict[str, Gpu], data_dir=None, m
     asynchronous scheduler hid on the h200 (the 4b-sync variant), for a server that schedules synchronously."""
     if max_num_seqs is None:
         max_num_seqs = int(reference_fact(load_reference(1, data_dir), "max_num_seqs"))
-    from .modelshape import ModelShape
+    from ..model.modelshape import ModelShape
 
     rig = view["rig"]
     comp = view["variant_components"][variant]
@@ -478,9 +478,9 @@ def _workload(data_dir=None) -> dict:
 
 
 def a10g_table(models: dict[str, StepModel], gpus_: dict[str, Gpu], ratio: float, data_dir=None) -> pd.DataFrame:
-    """The posts' published A10G figures (read through inference_wall.reference) beside what the h200's model
+    """The posts' published A10G figures (read through inference_wall.records.reference) beside what the h200's model
     predicts for the A10G's datasheet: quantity, predicted, published, error %, the terms that carry it."""
-    from .parts.p01 import published_pool
+    from .p01 import published_pool
 
     g = gpus_["a10g"]
     m, small = models["4b"], models.get("0.5b")
@@ -780,7 +780,7 @@ def page(view: dict, data_dir=None) -> dict:
 
 def build(data_dir=None, rig: str = RIG) -> dict:
     """page() from the stored runs of part 0 on `rig`."""
-    from .parts import p00
+    from . import p00
 
     tables = p00.page_tables(data_dir, [rig])
     return page(p00.rig_view(rig, tables, None, data_dir), data_dir)

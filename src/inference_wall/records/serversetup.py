@@ -137,7 +137,7 @@ def setup_table(data_dir: Path | None = None) -> pd.DataFrame:
     """One row per rig: each setup field as the rig's server starts recorded it (distinct values joined, e.g.
     the caps of a sweep), the published rig from the posts; a field no record states reads "not stated"."""
     from .reference import load_reference
-    from .schema import PARTS, PUBLISHED_RIG
+    from ..schema import PARTS, PUBLISHED_RIG
     from .store import derived, iter_points, open_artefact, read_text
 
     by_rig: dict[tuple[str, str], list[dict]] = {}

@@ -182,8 +182,8 @@ def point_steady(pt, label: str = "bench", engines: int | None = None, share: fl
     point's max_num_seqs and engines (params["engines"], else 1). None where the point was not polled (no artefact)
     and where its pass has no steady window; a poll file its manifest lists but the disk lacks is an error
     (store.open_artefact), never a missing value."""
-    from .poller import artefact_name, poll_table
-    from .store import open_artefact
+    from ..records.poller import artefact_name, poll_table
+    from ..records.store import open_artefact
 
     try:
         path = open_artefact(pt.path, artefact_name(label))
@@ -196,7 +196,7 @@ def point_steady(pt, label: str = "bench", engines: int | None = None, share: fl
 
 def polled(pt, label: str = "bench") -> bool:
     """Whether a point's pass `label` was polled (its poll artefact is on disk, plain or gzipped)."""
-    from .poller import artefact_name
+    from ..records.poller import artefact_name
 
     name = artefact_name(label)
     return (pt.path / name).exists() or (pt.path / (name + ".gz")).exists()
@@ -294,8 +294,8 @@ def flood_phases(frame: pd.DataFrame, cap: int, share: float = FLOOD_SHARE) -> d
 def point_flood_row(pt, label: str = "bench", share: float = FLOOD_SHARE) -> dict:
     """STEADY_COLUMNS and PHASE_COLUMNS of a flood point from one read of its poll artefact (point_steady_row and
     flood_phases at its max_num_seqs); NaN figures where it was not polled."""
-    from .poller import artefact_name, poll_table
-    from .store import open_artefact
+    from ..records.poller import artefact_name, poll_table
+    from ..records.store import open_artefact
 
     try:
         frame = poll_table(open_artefact(pt.path, artefact_name(label)))

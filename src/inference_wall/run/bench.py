@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from .errors import UserError
+from ..errors import UserError
 from .server import VLLM_MAIN, kill_group, tail, _die_with_parent
 
 FORK_SERVER = Path(__file__).with_name("_benchfork.py")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .parts.p02 import OFF
+from ..parts.p02 import OFF
 
 
 def prefill_table(injections: pd.DataFrame) -> pd.DataFrame:

@@ -9,9 +9,9 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import UserError
-from .redact import redact_argv, redact_env, redact_record, secret_values
-from .store import DATA_DIR, check_rig_name
+from ..errors import UserError
+from ..records.redact import redact_argv, redact_env, redact_record, secret_values
+from ..records.store import DATA_DIR, check_rig_name
 
 
 @dataclass
@@ -87,7 +87,7 @@ def profile_error(raw) -> str | None:
 
 def _overrides_error(overrides: dict) -> str | None:
     """Overrides for a part that does not exist would be ignored, and the run would record the defaults."""
-    from .schema import PARTS
+    from ..schema import PARTS
 
     unknown = sorted(set(overrides) - set(PARTS.values()))
     if unknown:
@@ -216,7 +216,7 @@ def capture(python: str, bandwidth: bool = True, env: dict | None = None) -> dic
 
 def rigs_overview(data_dir: Path | None = None) -> list[dict]:
     """Every rig with a profile or with runs: its profile and what its manifests say it is."""
-    from .store import iter_points
+    from ..records.store import iter_points
 
     seen: dict[str, dict] = {}
     for part, rig, _point, m in iter_points(data_dir):
@@ -255,8 +255,8 @@ def run_to_run(data_dir: Path | None = None):
     metric by metric, and how far the rig's own value sits from the repeat's, in percent."""
     import pandas as pd
 
-    from .schema import PARTS
-    from .store import load_points, pass_summary, rig_dir
+    from ..schema import PARTS
+    from ..records.store import load_points, pass_summary, rig_dir
 
     metrics = ["output_tok_s", "itl_p50_ms", "itl_p99_ms"]  # TTFT under a flood grows with the prompts sent
     rows = []
