@@ -82,8 +82,8 @@ def test_series_sums_read_what_prometheus_client_reads():
     import glob
     from pathlib import Path
 
-    from inference_wall import logs
-    from inference_wall.poller import _SERIES_LINES, _SERIES_NAMES, read_poll_file, series_sums
+    from inference_wall.records import logs
+    from inference_wall.records.poller import _SERIES_LINES, _SERIES_NAMES, read_poll_file, series_sums
 
     def library(text):
         return {k: v for k, v in logs.parse_metrics("\n".join(_SERIES_LINES.findall(text))).items() if k in _SERIES_NAMES}
