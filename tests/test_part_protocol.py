@@ -113,7 +113,8 @@ def test_the_variant_wing_imports_no_part():
 
 # The page's jobs, each with the protocol's one signature (parameter names, in order), and the runner's.
 JOB_PARAMETERS = {"plan": ["params", "profile", "pools", "data_dir"], "served_presets": ["params", "profile"],
-                  "gpus_needed": ["params"], "tables": ["data_dir", "rigs"], "view": ["rig", "tables", "params"],
+                  "gpus_needed": ["params"], "tables": ["data_dir", "rigs"], "shows": ["rig", "tables"],
+                  "view": ["rig", "tables", "params"],
                   "findings": ["view"], "claims": ["views"], "closing": ["views", "device"]}
 
 

@@ -1042,6 +1042,12 @@ def rig_findings(view: dict) -> list[str]:
     return [findings(view["freezes"], view["rig"])]
 
 
+def has_freezes(rig: str, tables: dict) -> bool:
+    """The rigs part 2's page views: the published one and those with freeze points (a rig may hold knee points
+    only, which the page reads elsewhere)."""
+    return rig == PUBLISHED_RIG or bool((tables["freezes"]["rig"] == rig).any())
+
+
 # its knee points read part 1's knee from the data dir
 PART = Part(NAME, DEFAULTS, plan, tables=protocol_tables, view=protocol_view, findings=rig_findings,
-            claims=judged(page_claims))
+            claims=judged(page_claims), shows=has_freezes)

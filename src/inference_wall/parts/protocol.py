@@ -61,6 +61,11 @@ def no_closing(views: dict[str, dict], device: pd.DataFrame | None) -> str:
     return ""
 
 
+def every_rig(rig: str, tables: dict) -> bool:
+    """Whether a rig shown gets a view: every one, unless the part says otherwise."""
+    return True
+
+
 def one_paragraph(findings: Callable[[dict], str]) -> Callable[[dict], list[str]]:
     """The protocol's findings for a part whose findings of a view are one paragraph."""
     def sentences(view: dict) -> list[str]:
@@ -104,11 +109,12 @@ class Part:
     findings: Callable[[dict], list[str]]
     claims: Callable[[dict[str, dict]], pd.DataFrame]
     closing: Callable[[dict[str, dict], pd.DataFrame | None], str] = no_closing
+    shows: Callable[[str, dict], bool] = every_rig
     served_presets: Callable[[dict, object], list[str]] = rig_presets
     gpus_needed: Callable[[dict], int] = one_gpu
 
 
-JOBS = ("plan", "served_presets", "gpus_needed", "tables", "view", "findings", "claims", "closing")
+JOBS = ("plan", "served_presets", "gpus_needed", "tables", "shows", "view", "findings", "claims", "closing")
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,6 @@ def page(part: Part, data_dir: Path | None, rigs: list[str], params: dict[str, d
     own), each view's findings and the claims table."""
     params = params if params is not None else {rig: rig_parameters(part, rig, data_dir) for rig in rigs}
     tables = part.tables(data_dir, rigs)
-    views = {rig: part.view(rig, tables, params[rig]) for rig in rigs}
+    views = {rig: part.view(rig, tables, params[rig]) for rig in rigs if part.shows(rig, tables)}
     return Page(list(rigs), tables, params, views, {rig: part.findings(v) for rig, v in views.items()},
                 part.claims(views))
