@@ -74,38 +74,3 @@ def test_poll_table_is_the_frame_and_is_cached(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(poller.poll_table(path), frame)
     store.clear_memo()
 
-
-def test_series_sums_read_what_prometheus_client_reads():
-    """poll_frame's own reading of its few series gives the library parser's sums: on edge cases of the text format
-    (a label value with spaces and a brace-free tail, a timestamp, no labels, a longer name that starts like one of
-    ours, NaN) and on one sample of every committed poll artefact of h200."""
-    import glob
-    from pathlib import Path
-
-    from inference_wall.records import logs
-    from inference_wall.records.poller import _SERIES_LINES, _SERIES_NAMES, read_poll_file, series_sums
-
-    def library(text):
-        return {k: v for k, v in logs.parse_metrics("\n".join(_SERIES_LINES.findall(text))).items() if k in _SERIES_NAMES}
-
-    text = "\n".join([
-        "# HELP vllm:num_requests_running Number of requests in model execution batches.",
-        "# TYPE vllm:num_requests_running gauge",
-        'vllm:num_requests_running{engine="0",model_name="/my models/a b"} 3.0',
-        'vllm:num_requests_running{engine="1",model_name="/my models/a b"} 4.0 1700000000000',
-        "vllm:num_requests_waiting 2",
-        'vllm:num_requests_running_extra{engine="0"} 100.0',
-        'vllm:kv_cache_usage_perc{engine="0"} NaN',
-        'vllm:iteration_tokens_total_bucket{engine="0",le="1.0"} 7.0',
-        'vllm:iteration_tokens_total_count{engine="0"} 12.0',
-    ])
-    got = series_sums(text)
-    assert got["vllm:num_requests_running"] == 7.0 and got["vllm:num_requests_waiting"] == 2.0
-    assert got["vllm:iteration_tokens_total_count"] == 12.0 and "vllm:num_requests_running_extra" not in got
-    want = library(text)
-    assert set(got) == set(want) and all(got[k] == want[k] or (got[k] != got[k] and want[k] != want[k]) for k in got)
-    files = sorted(glob.glob(str(Path(__file__).resolve().parents[1] / "data/runs/*/h200/*/*-metrics.jsonl.xz")))
-    assert files
-    for f in files:
-        sample = next(r for r in read_poll_file(Path(f)) if r.get("status") == 200 and "text" in r)
-        assert series_sums(sample["text"]) == library(sample["text"]), f

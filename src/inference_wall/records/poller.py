@@ -44,34 +44,6 @@ SERIES = {
 # a name over its label sets, a sample's name is as written), so only these lines reach the parser.
 _SERIES_LINES = re.compile(r"^[ \t]*(?:" + "|".join(re.escape(n) for names in SERIES.values() for n in names)
                            + r")(?:[{ \t].*)?$", re.MULTILINE)
-_SERIES_NAMES = frozenset(n for names in SERIES.values() for n in names)
-_SERIES_PREFIXES = tuple(sorted(_SERIES_NAMES))
-
-
-def series_sums(text: str) -> dict[str, float]:
-    """{series name: value summed over its label sets} for SERIES' names in a Prometheus text sample: what
-    parse_metrics (prometheus_client's parser) gives for these names, read from their lines alone. A sample line is
-    `name{labels} value [timestamp]` or `name value [timestamp]`; the label set ends at the line's last `}` (a
-    label value may hold spaces, and neither the value nor a timestamp holds a brace). The cold book build parses
-    about 12,000 samples; through the library's parser that took about half of its time. A line this reading
-    cannot take is passed to parse_metrics, which names it."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith(_SERIES_PREFIXES):
-            continue
-        brace = line.find("{")
-        if brace >= 0:
-            name, tail = line[:brace], line[line.rfind("}") + 1:].split()
-        else:
-            name, *tail = line.split()
-        if name not in _SERIES_NAMES:
-            continue  # a longer name that starts like one of ours
-        try:
-            out[name] = out.get(name, 0.0) + float(tail[0])
-        except (ValueError, IndexError):
-            return parse_metrics("\n".join(_SERIES_LINES.findall(text)))
-    return out
 POLL_COLUMNS = ["t", "t_s", "running", "waiting", "kv_usage_pct", "preemptions_total", "prompt_tokens_total",
                 "generation_tokens_total", "step_tokens_total", "steps_total"]
 
@@ -218,7 +190,7 @@ def poll_frame(polls: list[dict]) -> pd.DataFrame:
     for rec in polls:
         if rec.get("status") != 200 or "text" not in rec:
             continue
-        m = series_sums(rec["text"])
+        m = parse_metrics("\n".join(_SERIES_LINES.findall(rec["text"])))
         row = {"t": (rec["t0"] + rec.get("t1", rec["t0"])) / 2}
         for key, names in SERIES.items():
             row[key] = _first(m, names)
