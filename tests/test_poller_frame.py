@@ -73,4 +73,3 @@ def test_poll_table_is_the_frame_and_is_cached(tmp_path, monkeypatch):
     monkeypatch.setattr(poller, "read_poll_file", lambda p: (_ for _ in ()).throw(AssertionError("parsed again")))
     pd.testing.assert_frame_equal(poller.poll_table(path), frame)
     store.clear_memo()
-
