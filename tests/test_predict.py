@@ -229,3 +229,27 @@ def test_a_rig_without_the_4bs_steps_gets_no_prediction_rather_than_a_crash(tmp_
         shutil.copytree(d, data / "runs" / p00.NAME / "h200" / d.name)
     view = p00.rig_view("h200", p00.page_tables(data, ["h200"]), None, data)
     assert predict.page(view, data) is None
+
+
+def test_a_rig_with_only_mixed_step_points_renders_no_flood_gap_rather_than_a_crash(tmp_path):
+    """Session 14's second GPU call ran only the 0.5B's mixed-step points, beside part 3's two carried points: the
+    chapter had no decode curve, and `flood_gap` failed the notebook in run mode with KeyError 'variant'."""
+    import shutil
+
+    from inference_wall.parts import p03
+
+    data = tmp_path / "data"
+    for d in DEFAULT_DATA_DIR.iterdir():
+        if d.is_dir() and d.name != "runs":
+            shutil.copytree(d, data / d.name)
+    src = DEFAULT_DATA_DIR / "runs" / p00.NAME / "h200"
+    kept = [d for d in src.iterdir() if d.name.startswith("0.5b-mixed-") and "trace" not in d.name]
+    assert kept, "no 0.5B mixed-step points committed"
+    for d in kept:
+        shutil.copytree(d, data / "runs" / p00.NAME / "h200" / d.name)
+    for name in ("mns-001", "small-mns-001"):
+        shutil.copytree(DEFAULT_DATA_DIR / "runs" / p03.NAME / "h200" / name, data / "runs" / p03.NAME / "h200" / name)
+    view = p00.rig_view("h200", p00.page_tables(data, ["h200"]), None, data)
+    part3 = p03.sweep_table(data, ["h200"])
+    assert len(part3)
+    assert p00.flood_gap(view, part3).empty

@@ -1127,7 +1127,7 @@ def model_finding(view: dict) -> str | None:
 def flood_gap(view: dict, part3: pd.DataFrame) -> pd.DataFrame:
     """Part 3's floods of the same rig and model (the client's whole-pass output) beside the pure-decode output at
     the same batch: where the floods lose throughput past 256, the decode step does or does not."""
-    if part3 is None or not len(part3):
+    if part3 is None or not len(part3) or "variant" not in view["curve"]:  # no decode point here (a partial run)
         return pd.DataFrame()
     f = part3[(part3["rig"] == view["rig"]) & (part3["model"] == "main")]
     mc = view["curve"][view["curve"]["variant"] == view["main"]].set_index("batch")
