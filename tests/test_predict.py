@@ -253,3 +253,15 @@ def test_a_rig_with_only_mixed_step_points_renders_no_flood_gap_rather_than_a_cr
     part3 = p03.sweep_table(data, ["h200"])
     assert len(part3)
     assert p00.flood_gap(view, part3).empty
+
+
+def test_overhead_reads_a_gzipped_log_and_skips_starts_whose_profile_run_differs():
+    """The newest 0.5B starts (part 3's caps 2,048 and 4,096, session 14) keep a gzipped server.log, which `overhead`
+    read as bytes and failed on; and part 2's servers of the 0.5B (`--max-num-batched-tokens`, `--max-model-len`)
+    reserve other activations than a default server, so their start is not the default's overhead."""
+    import math
+
+    over, weights, src = predict.overhead("qwen2.5-0.5b", 4096)
+    assert math.isfinite(over) and math.isfinite(weights) and "small-mns-4096" in src
+    over, _, src = predict.overhead("qwen2.5-0.5b", 256)
+    assert math.isfinite(over) and "mixed" not in src

@@ -249,6 +249,11 @@ def _trace_context(view: dict, variant: str) -> float:
     return float(t["context"].iloc[0])
 
 
+# Flags that change the activations vLLM's profile run reserves before it sizes the KV pool (part 2's servers set
+# both): a start with them has another overhead than a default server of the same preset and cap.
+PROFILE_FLAGS = frozenset({"--max-num-batched-tokens", "--max-model-len"})
+
+
 def _h200_starts(data_dir=None, rig: str = RIG) -> list[dict]:
     """Every recorded server start on `rig` (any part): preset, max_num_seqs, pool-sizing flags, when, where."""
     from ..records.store import runs_dir
@@ -274,6 +279,7 @@ def _starts(runs: str, rig: str) -> list[dict]:
         cmd = [str(a) for a in (rec.session.server_command or [])]
         mns = int(cmd[cmd.index("--max-num-seqs") + 1]) if "--max-num-seqs" in cmd else None
         out.append({"preset": rec.model.get("preset"), "max_num_seqs": mns, "pool_flags": pool_flags(cmd),
+                    "profile_flags": sorted(set(cmd) & PROFILE_FLAGS),
                     "started": rec.session.server_started or 0, "dir": man.parent,
                     "memory_total": (rec.rig_info.get("gpu") or {}).get("memory.total"),
                     "vllm": rec.rig_info.get("vllm")})
@@ -290,15 +296,17 @@ def _gib(text: str | None) -> float:
 
 def overhead(preset: str, max_num_seqs: int, data_dir=None, rig: str = RIG) -> tuple[float, float, str]:
     """(overhead GiB, weights GiB, source): util x total - weights - KV pool, from the latest start on `rig` of
-    `preset` with this max_num_seqs and no pool-sizing flags (else the latest start of `preset` at all, named)."""
+    `preset` with this max_num_seqs and no pool-sizing or profile-sizing flags (else the latest start of `preset`
+    at all, named)."""
     from ..records.logs import parse_startup
     from ..records.serversetup import setup_from_log
-    from ..records.store import open_artefact
+    from ..records.store import read_artefact
 
-    starts = [s for s in _h200_starts(data_dir, rig) if s["preset"] == preset and not s["pool_flags"]]
+    starts = [s for s in _h200_starts(data_dir, rig)
+              if s["preset"] == preset and not s["pool_flags"] and not s["profile_flags"]]
     same = [s for s in starts if s["max_num_seqs"] == max_num_seqs]
     for s in sorted(same or starts, key=lambda s: s["started"], reverse=True):
-        text = open_artefact(s["dir"], "server.log").read_text(errors="replace")
+        text = read_artefact(s["dir"], "server.log")  # plain or gzipped (compress_large gzips the long ones)
         rep, setup = parse_startup(text), setup_from_log(text)
         util = setup.get("gpu_memory_utilization")
         if rep.kv_cache_gib and rep.weights_gib and util:
