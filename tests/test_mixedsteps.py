@@ -80,11 +80,16 @@ def test_no_table_no_words():
 
 
 @pytest.fixture(scope="module")
-def h200():
-    t = ms.mixed_table(None, ["h200"])
+def h200_all():
+    return ms.mixed_table(None, ["h200"])
+
+
+@pytest.fixture(scope="module")
+def h200(h200_all):
+    t = h200_all[h200_all["source"] == ms.PART2]
     if not len(t):
         pytest.fail("no traced part-2 point on h200 in data/runs")
-    return t
+    return t.reset_index(drop=True)
 
 
 def test_one_row_per_traced_configuration(h200):
@@ -126,10 +131,19 @@ def test_steps_and_values_per_step(h200):
     assert by.loc[p02.OFF, "chunk_steps"] == 1
 
 
-def test_untraced_step_share_and_profiler_ratio(h200):
+def test_untraced_step_share_and_profiler_ratio(h200, h200_all):
     inj = p02.injection_table(None, ["h200"])
-    steps = p02.chunk_step_table(inj)
-    for r in h200.itertuples():
+    _check_untraced(h200, p02.chunk_step_table(inj))
+    assert h200["prefill_ms"].nunique() == 1  # one prompt length: one unchunked prefill
+    for model, rows in h200_all[h200_all["source"] == ms.PART0].groupby("model"):  # part 0's models: their own sessions
+        untraced = next(u for source, _, u in ms.sources(None, ["h200"]) if source == ms.PART0)
+        own = p02.injections_of([u for u in untraced if u.record.preset == model])
+        _check_untraced(rows, p02.chunk_step_table(own))
+        assert rows["prefill_ms"].nunique() == 1
+
+
+def _check_untraced(table, steps):
+    for r in table.itertuples():
         assert r.profiler_ratio == pytest.approx(r.traced_ttft_ms / r.untraced_ttft_ms)
         assert r.profiler_ratio > 0 and math.isfinite(r.profiler_ratio)
         frac = 1 if r.budget == p02.OFF else r.budget / r.prompt_len
@@ -138,7 +152,6 @@ def test_untraced_step_share_and_profiler_ratio(h200):
         if r.budget != p02.OFF:
             at = steps[(steps["budget"] == r.budget) & (steps["prompt_len"] == r.prompt_len)]
             assert r.chunk_step_ms == pytest.approx(float(at["mean_step_ms"].iloc[0]))
-    assert h200["prefill_ms"].nunique() == 1  # one prompt length: one unchunked prefill
 
 
 NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
@@ -166,3 +179,13 @@ def test_words_use_only_table_numbers_at_three_figures(h200):
             assert NUMBER.search(sentence)
     assert "candidate" in text
     assert "GDN" in text and "memory ops" in text
+
+
+def test_a_model_without_recurrent_layers_gets_words_without_them(h200_all):
+    dense = h200_all[h200_all["source"] == ms.PART0]
+    for model in ms.models_of(dense, "h200"):
+        words = ms.mixed_words(dense, "h200", model)
+        assert words and all(re.search(r"\bnan\b|NaN|None", w) is None for w in words), words
+        assert "GDN" not in " ".join(words) and "memory ops" in " ".join(words)
+        rows = dense[dense["model"] == model]
+        assert (rows["gdn_ms"] == 0).all()  # the dense model's window has no recurrent-state kernel time

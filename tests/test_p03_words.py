@@ -149,6 +149,8 @@ def test_the_small_cliff_is_one_definition_in_the_claim_the_box_and_the_takeaway
         if not v.get("small_cliff_ratio"):
             continue
         lo, hi = v["small_caps"]
+        assert hi <= v["sweep"]["max_num_seqs"].max()  # caps both ran: h200's 0.5B also ran 4,096, the 4B did not
+        assert lo in set(v["sweep"]["max_num_seqs"]) and hi in set(v["small"]["max_num_seqs"])
         assert v["small_cliff_ratio"] == pytest.approx(p03.cliff(v["small"], lo, hi))
         (claim,) = [c for c in p03.CLAIMS if c.id == "small-cliff"]
         j = claim.judge(v)

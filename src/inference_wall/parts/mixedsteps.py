@@ -261,6 +261,11 @@ def sig(x: float, digits: int = 3) -> str:
     return f"{x:,.{decimals}f}"
 
 
+def _named(kernel) -> bool:
+    """A kernel's name is in the cell (a table's missing name reads back as NaN, which is truthy)."""
+    return isinstance(kernel, str) and bool(kernel)
+
+
 def mixed_words(table: pd.DataFrame, rig: str | None = None, model: str | None = None) -> list[str]:
     """1-3 sentences for the page from the table alone (every number a cell of it, at most 3 significant figures):
     on `rig` (default: the first in the table by name) and `model` (default: the rig's first, part 2's where it
@@ -301,7 +306,7 @@ def mixed_words(table: pd.DataFrame, rig: str | None = None, model: str | None =
     if ref is not None:
         s = (f"The recurrent-state (GDN) kernels took {sig(small.gdn_ms)} ms of the window at {b} against "
              f"{sig(ref.gdn_ms)} ms {against}")
-        if small.top_gdn_kernel:
+        if _named(small.top_gdn_kernel):
             s += (f", the longest of them {small.top_gdn_kernel} with {sig(small.top_gdn_ms)} ms in the "
                   f"{int(small.chunk_steps)} steps that carried the prompt")
             if ref.top_gdn_kernel == small.top_gdn_kernel:
@@ -310,7 +315,7 @@ def mixed_words(table: pd.DataFrame, rig: str | None = None, model: str | None =
             s += f"; the memory ops took {sig(small.memory_ms)} ms against {sig(ref.memory_ms)} ms"
         else:  # a model without recurrent layers (the dense 0.5B) has no such kernels to speak of
             s = f"The memory ops took {sig(small.memory_ms)} ms of the window at {b} against {sig(ref.memory_ms)} ms {against}"
-        if small.top_memory_kernel:
+        if _named(small.top_memory_kernel):
             s += f" (the longest {small.top_memory_kernel}, {sig(small.top_memory_ms)} ms)"
         out.append(s + ".")
     if math.isfinite(small.chunk_step_ms) and math.isfinite(small.prefill_share_ms):

@@ -276,7 +276,7 @@ def small_model_words(v: dict, part1: dict, verdict: str, inside: str = "the com
         return ""
     lo, hi = v["small_caps"]
     small = v["small"].set_index("max_num_seqs")
-    text = (f"On {v['rig']} the small model's cliff from cap {lo:g} to cap {hi:g} is {fmt(v['small_cliff'].value)}x "
+    text = (f"On {v['rig']} the small model's cliff from cap {lo:,.0f} to cap {hi:,.0f} is {fmt(v['small_cliff'].value)}x "
             f"against the 4B's {fmt(cliff(v['sweep'], lo, hi))}x over the same caps ({verdict} for the post's "
             f"steeper-cliff claim). One small-model request at a time gets a token every "
             f"{fmt(small.loc[lo, 'itl_p50_ms'])} ms")
@@ -383,6 +383,8 @@ def rig_view(table: pd.DataFrame, rig: str, part1: dict | None = None, facts: di
     elif len(small) >= 2:
         s = small.set_index("max_num_seqs")
         lo, hi = float(s.index[0]), float(s.index[-1])
+        if caps:  # the caps both models ran: a cap only the small model ran (4,096 on h200) is not compared
+            hi = min(hi, float(max(caps)))
         view["small_cliff"] = Interval.exact(cliff(small, lo, hi))  # one definition for both models: the best cap
         view["small_caps"] = (lo, hi)
         view["small_cliff_ratio"] = view["small_cliff"].value
@@ -521,7 +523,7 @@ def _small_cliff(v: dict) -> Judgement:
         raise Missing(f"caps {lo:g} to {hi:g}")
     best = max(caps, key=caps.get)  # the main model's best cap, as `cliff` reads it
     main = combine(lambda a, b: a / b, _at(v, "tok_s", best), _at(v, "tok_s", lo))
-    return Judgement(main, small, f"the main model's cliff, its best cap from {lo:g} to {hi:g} ({best:,.0f}) over cap "
+    return Judgement(main, small, f"the main model's cliff, its best cap from {lo:,.0f} to {hi:,.0f} ({best:,.0f}) over cap "
                                   f"{lo:g}: {fmt(main.value)}x; the small model's, likewise: {fmt(small.value)}x")
 
 
@@ -661,7 +663,7 @@ def key_findings(views: dict[str, dict], facts: dict) -> list[str]:
                f"what it cost the 4B{why}" if s_add and m_add and m_add["ms_per_seq"] > 0 else "")
         out.append(f"The post found a 0.5B model's cliff steeper ({facts.get('small_model_batching_lift', math.nan):g}x "
                    f"against {facts.get('batching_lift', math.nan):g}x). On {r} it was {fmt(v['small_cliff_ratio'])}x against "
-                   f"the 4B's {fmt(cliff(v['sweep'], lo, hi))}x over caps {lo:g} to {hi:g}{per}.")
+                   f"the 4B's {fmt(cliff(v['sweep'], lo, hi))}x over caps {lo:,.0f} to {hi:,.0f}{per}.")
     return out[:5]
 
 
