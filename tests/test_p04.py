@@ -316,8 +316,10 @@ def test_a_reduced_plan_runs_and_shows_admission_and_preemption(linked_data):
     data = linked_data
     # pool 9 (4 pages of 32 tokens per short request... 2 at full length): 4 short requests fit to the end;
     # 4 long ones (3 pages each at 80 tokens) outgrow 8 usable pages
-    # polled every 0.1 s: a short pass on a fast CPU can end inside one 0.5-s poll interval, and the queue with it
-    sets = ["pool_limits=[4]", "long_output_len=48", "waves=2", "max_prompts=16", "poll_interval_s=0.1"]
+    # polled every 0.1 s: a short pass on a fast CPU can end inside one 0.5-s poll interval, and the queue with it;
+    # 16 waves (64 requests): at 2 waves the 8 requests took 0.26 s and, on a loaded machine, fell between two polls
+    # 0.27 s apart (the poller's thread waited for a core), so no poll saw them running
+    sets = ["pool_limits=[4]", "long_output_len=48", "waves=16", "max_prompts=64", "poll_interval_s=0.1"]
     res = sweep_cli(4, "cpu-tiny", data, VLLM_PY, sets, timeout=540)
     assert res.returncode == 0, res.stderr[-3000:]
     rig_dir = store.rig_dir(4, "cpu-tiny", data)
