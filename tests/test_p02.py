@@ -313,8 +313,10 @@ def test_reduced_plan_end_to_end(tmp_path):
     # prompt, sent at 2.02 s, froze none (at 4 a second and 32 tokens: none in about 1 run in 8). At 6 a second and
     # 192 tokens (about 2 s each) the offered load is above the cap of 8 (cpu-tiny's part-2 profile): a queue forms
     # within the first seconds, so the cap's streams are decoding whenever the prompt is sent.
+    # The long prompt's own output is 2 tokens (the rig's 8 made the profiler's window 6 s on the CPU build, and vLLM
+    # took 35 s to write its trace; at 2 tokens, 2 s and 17 s).
     overrides = {"prompt_lens": [384], "budgets": [0], "injections": 1, "solo": 1, "first_after_s": 2.0, "output_len": 192,
-                 "background_rate_rps": 6.0, "tail_s": 0.5, "warmup_background_s": 1.0, "trace": True}
+                 "background_rate_rps": 6.0, "tail_s": 0.5, "warmup_background_s": 1.0, "trace": True, "long_output_len": 2}
     report = parts.run(2, "cpu-tiny", data, python=str(vllm_py), overrides=overrides, progress=False,
                        measure_bandwidth=False)
     assert report.done == ["off-p00384", "off-trace"], report

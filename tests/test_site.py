@@ -118,9 +118,11 @@ def visit(page, base_url: str, doc: str) -> Visit:
     return seen
 
 
-@pytest.mark.parametrize("doc", DOCS)
-def test_page_loads_cleanly_and_offline(page, base_url, doc):
-    seen = visit(page, base_url, doc)
+# One visit per page and width: every check of a page at 1366 px runs on the same load (a load waits for every chart
+# to draw and be fitted, about 2 s on the 2-core machine; one load per check cost the suite some 130 s).
+
+
+def check_loaded_cleanly_and_offline(page, seen: Visit, base_url: str) -> None:
     assert page.locator("main h1, article h1").count() >= 1, "page has no title"
     assert seen.page_errors == []
     assert [e for e in seen.console_errors if e not in ALLOWED_CONSOLE_ERRORS] == []
@@ -129,9 +131,7 @@ def test_page_loads_cleanly_and_offline(page, base_url, doc):
     assert seen.requests, "recorded no requests at all: the listener is broken"
 
 
-@pytest.mark.parametrize("doc", DOCS)
-def test_every_chart_draws_marks(page, base_url, doc):
-    visit(page, base_url, doc)
+def check_every_chart_draws_marks(page, doc: str) -> None:
     charts = page.locator(CHART)
     if doc in PART_DOCS:
         assert charts.count() >= 1, "a part page without a chart"
@@ -142,28 +142,7 @@ def test_every_chart_draws_marks(page, base_url, doc):
         assert drawn > 0, f"chart {i} drew no data marks"
 
 
-@pytest.mark.parametrize("doc", PART_DOCS)
-def test_hover_shows_tooltip(page, base_url, doc):
-    visit(page, base_url, doc)
-    charts = page.locator(CHART)
-    for i in range(charts.count()):
-        chart = charts.nth(i)
-        target = chart.locator("svg g.mark-symbol.role-mark > path, svg g.mark-rect.role-mark > path")
-        if target.count() == 0:
-            continue  # lines or areas only: nothing reliably hoverable at an element's centre
-        chart.scroll_into_view_if_needed()
-        target.first.hover(force=True)
-        tooltip = page.locator("#vg-tooltip-element")
-        tooltip.wait_for(state="visible", timeout=5_000)
-        assert tooltip.inner_text().strip(), f"chart {i}: empty tooltip"
-        page.mouse.move(0, 0)
-        return
-    pytest.fail("no chart on the page has points or bars to hover")
-
-
-@pytest.mark.parametrize("doc", PART_DOCS)
-def test_part_tables_have_rows(page, base_url, doc):
-    visit(page, base_url, doc)
+def check_part_tables_have_rows(page) -> None:
     tables = page.locator("main table")
     assert tables.count() >= 1, "a part page without a table"
     for i in range(tables.count()):
@@ -175,9 +154,7 @@ def _fetch(url: str) -> tuple[int, str, bytes]:
         return response.status, response.headers.get("Content-Type", ""), response.read()
 
 
-@pytest.mark.parametrize("doc", DOCS)
-def test_figure_downloads_resolve(page, base_url, doc):
-    visit(page, base_url, doc)
+def check_figure_downloads_resolve(page, base_url: str, doc: str) -> None:
     hrefs = page.eval_on_selector_all("a.iw-download", "links => links.map(a => a.href)")
     if doc in PART_DOCS:
         assert any(h.endswith(".png") for h in hrefs) and any(h.endswith(".svg") for h in hrefs), \
@@ -212,11 +189,8 @@ def visit_at(page, base_url: str, doc: str, viewport: str) -> Visit:
     return seen
 
 
-@pytest.mark.parametrize("viewport", list(VIEWPORTS))
-@pytest.mark.parametrize("doc", DOCS)
-def test_charts_fit_their_column(page, base_url, doc, viewport):
+def check_charts_fit_their_column(page) -> None:
     """No chart is wider than the text column it sits in (a wider one is cut off with no visible scrollbar)."""
-    visit_at(page, base_url, doc, viewport)
     sizes = page.eval_on_selector_all(CHART, """divs => divs.map(d => {
         const g = d.querySelector('svg.marks, canvas.marks, svg, canvas');
         const column = d.closest('.cell_output, .output, article, main') || d.parentElement;
@@ -228,6 +202,30 @@ def test_charts_fit_their_column(page, base_url, doc, viewport):
     too_wide = [(i, round(s["drawn"]), round(s["column"]), s["trail"]) for i, s in enumerate(sizes)
                 if s["drawn"] > s["column"] + 1 or s["right"] > s["columnRight"] + 1]
     assert too_wide == [], f"charts wider than their column (index, drawn px, column px, widths tried): {too_wide}"
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_a_page_at_1366_px(page, base_url, doc):
+    """Loads cleanly and offline; every chart draws marks and fits its column; a part's tables have rows; every
+    figure download resolves; a part's title, findings box and first figure start on the first screen (issue 24)."""
+    seen = visit_at(page, base_url, doc, "desktop")
+    check_loaded_cleanly_and_offline(page, seen, base_url)
+    check_every_chart_draws_marks(page, doc)
+    check_charts_fit_their_column(page)
+    check_figure_downloads_resolve(page, base_url, doc)
+    if doc in PART_DOCS:
+        check_part_tables_have_rows(page)
+        check_first_screen_at_1366(page, doc)
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_a_page_at_390_px(page, base_url, doc):
+    """Every chart fits its column on a phone; a part's findings box ends before its first figure, and its "in full"
+    switch opens the rest."""
+    visit_at(page, base_url, doc, "phone")
+    check_charts_fit_their_column(page)
+    if doc in PART_DOCS:
+        check_findings_above_the_figure_at_390(page, doc)
 
 
 def _visible(page, selector: str) -> list:
@@ -281,25 +279,17 @@ FIRST_SCREEN = """() => {
 }"""
 
 
-# Pages whose first figure still follows prose or a table that comes after the opening block (the findings box and
-# the rig key), which the notebooks' later cells own: reported to the lead, the figure's check xfailed by name only
-# (remove a page when its figure moves up; a page listed here whose figure is on the first screen fails).
-FIRST_FIGURE_BELOW: dict[str, str] = {}
-
-
-@pytest.mark.parametrize("doc", PART_DOCS)
-def test_first_screen_holds_title_findings_and_first_figure(page, base_url, doc):
-    """Issue 24: at 1366x900 a part's title, its findings box and its first figure start on the first screen; on a
-    phone (390 px) the findings box ends before the first figure begins, and its "in full" switch opens the rest."""
-    visit_at(page, base_url, doc, "desktop")
+def check_first_screen_at_1366(page, doc: str) -> None:
+    """At 1366x900 a part's title, its findings box and its first figure start on the first screen."""
     desktop = page.evaluate(FIRST_SCREEN)
     height = VIEWPORTS["desktop"]["height"]
     missing = [k for k, v in desktop.items() if v is None]
     assert not missing, f"{doc}: no {missing} on the page"
-    late = {k: round(desktop[k]["top"]) for k in ("title", "findings") if desktop[k]["top"] >= height}
+    late = {k: round(desktop[k]["top"]) for k in ("title", "findings", "figure") if desktop[k]["top"] >= height}
     assert not late, f"{doc} at 1366x{height}: tops below the first screen (px): {late}"
 
-    visit_at(page, base_url, doc, "phone")
+
+def check_findings_above_the_figure_at_390(page, doc: str) -> None:
     phone = page.evaluate(FIRST_SCREEN)
     assert phone["findings"] and phone["figure"], f"{doc} at 390 px: {phone}"
     assert phone["findings"]["bottom"] <= phone["figure"]["top"], f"{doc} at 390 px: the findings box is not above the figure"
@@ -310,11 +300,24 @@ def test_first_screen_holds_title_findings_and_first_figure(page, base_url, doc)
         switch.first.click()
         assert rest.first.is_visible(), f"{doc}: 'in full' did not show the rest"
 
-    figure_top = round(desktop["figure"]["top"])
-    if doc in FIRST_FIGURE_BELOW:
-        assert figure_top >= height, f"{doc}: its first figure is on the first screen now: remove it from FIRST_FIGURE_BELOW"
-        pytest.xfail(f"first figure's top at {figure_top} px of {height}: {FIRST_FIGURE_BELOW[doc]}")
-    assert figure_top < height, f"{doc} at 1366x{height}: the first figure's top is at {figure_top} px"
+
+@pytest.mark.parametrize("doc", PART_DOCS)
+def test_hover_shows_tooltip(page, base_url, doc):
+    visit(page, base_url, doc)
+    charts = page.locator(CHART)
+    for i in range(charts.count()):
+        chart = charts.nth(i)
+        target = chart.locator("svg g.mark-symbol.role-mark > path, svg g.mark-rect.role-mark > path")
+        if target.count() == 0:
+            continue  # lines or areas only: nothing reliably hoverable at an element's centre
+        chart.scroll_into_view_if_needed()
+        target.first.hover(force=True)
+        tooltip = page.locator("#vg-tooltip-element")
+        tooltip.wait_for(state="visible", timeout=5_000)
+        assert tooltip.inner_text().strip(), f"chart {i}: empty tooltip"
+        page.mouse.move(0, 0)
+        return
+    pytest.fail("no chart on the page has points or bars to hover")
 
 
 # ------------------------------------------------------------------------- what a reader reads (no browser)
