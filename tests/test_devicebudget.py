@@ -29,3 +29,12 @@ def test_a_later_pass_lengthens_the_session(tmp_path):
     (point / "manifest.json").write_text(json.dumps(m))
     after = device_table(tmp_path)
     assert after["device_min"].sum() - before["device_min"].sum() == __import__("pytest").approx(10, abs=0.01)
+
+
+def test_one_part_s_rows_are_the_whole_table_s_rows_of_that_part():
+    whole = device_table()
+    for part in sorted(set(whole["part"])):
+        own = device_table(None, part)
+        assert set(own["part"]) == {part}
+        expect = whole[whole["part"] == part].reset_index(drop=True)
+        __import__("pandas").testing.assert_frame_equal(own.reset_index(drop=True), expect)

@@ -150,6 +150,10 @@ def test_linear_fit_recovers_a_line_within_its_interval():
     assert fit.intercept_ci[0] < a < fit.intercept_ci[1]
     assert fit.slope_ci[0] < b < fit.slope_ci[1]
     assert fit.crossover == pytest.approx(fit.intercept / fit.slope)
+    # the 95% half-width is Student's t at n - 2 = 5 degrees of freedom (2.5706 in every t table) times the
+    # slope's standard error
+    se = math.sqrt(fit.cov[1, 1])
+    assert (fit.slope_ci[1] - fit.slope_ci[0]) / 2 == pytest.approx(2.5706 * se, rel=1e-4)
 
 
 def test_knee_and_plateau_on_synthetic_curves():

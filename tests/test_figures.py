@@ -144,7 +144,7 @@ def test_a_chart_whose_spec_is_unchanged_is_not_converted_again(tmp_path, monkey
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\n")
     monkeypatch.chdir(tmp_path)
     calls = []
-    for fn in ("vegalite_to_svg", "vegalite_to_png"):
+    for fn in ("vegalite_to_svg", "svg_to_png"):
         real = getattr(vl_convert, fn)
         monkeypatch.setattr(vl_convert, fn, lambda *a, _r=real, _n=fn, **k: (calls.append(_n), _r(*a, **k))[1])
     chart = alt.Chart(pd.DataFrame({"x": [1, 2], "y": [3, 4]})).mark_line().encode(x="x:Q", y="y:Q")

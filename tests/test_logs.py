@@ -357,6 +357,12 @@ def test_metrics_of_a_real_snapshot(path):
     for name in ("vllm:num_requests_running", "vllm:num_requests_waiting"):
         if name in names:
             assert m[name] >= 0
+    # the buckets and creation times parse_metrics drops before parsing change no sum: the whole text parsed agrees
+    whole: dict[str, float] = {}
+    for name, _labels, value in iter_metric_samples(text, path):
+        if not name.endswith(("_bucket", "_created")):
+            whole[name] = whole.get(name, 0.0) + value
+    assert whole.keys() == m.keys() and all(whole[k] == m[k] or (math.isnan(whole[k]) and math.isnan(m[k])) for k in m)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -295,10 +295,9 @@ def save(chart: alt.TopLevelMixin, name: str, out_dir: Path | None = None,
                 return paths
         except OSError:
             pass
-    payloads = {
-        "svg": vlc.vegalite_to_svg(spec, vl_version=version).encode("utf-8"),
-        "png": vlc.vegalite_to_png(spec, vl_version=version, scale=scale_factor),
-    }
+    svg = vlc.vegalite_to_svg(spec, vl_version=version)
+    # the PNG rasterised from that SVG: the same bytes as vegalite_to_png, without drawing the chart twice
+    payloads = {"svg": svg.encode("utf-8"), "png": vlc.svg_to_png(svg, scale=scale_factor)}
     for ext, data in payloads.items():
         path = paths[ext]
         if not (path.exists() and path.read_bytes() == data):

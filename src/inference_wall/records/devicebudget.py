@@ -12,14 +12,17 @@ import pandas as pd
 COLUMNS = ["part", "rig", "gpu", "sessions", "points", "device_min", "start_to_healthy_s", "client_overhead_s"]
 
 
-def device_table(data_dir: Path | None = None) -> pd.DataFrame:
+def device_table(data_dir: Path | None = None, part: int | str | None = None) -> pd.DataFrame:
+    """One row per part and rig (COLUMNS); `part`: that part's runs only (a part's page: the client overhead of
+    every other part's passes would parse every bench result in data/runs for rows the page drops)."""
     from .store import PointData, iter_points
 
+    only = part
     sessions: dict[tuple[str, str, str], dict] = {}
     points: dict[tuple[str, str], int] = defaultdict(int)
     overhead: dict[tuple[str, str], list[float]] = defaultdict(list)
     gpu: dict[tuple[str, str], str] = {}
-    for part, rig, point, m in iter_points(data_dir):
+    for part, rig, point, m in iter_points(data_dir, only):
         data = PointData(part, rig, point, m)
         points[(part, rig)] += 1
         info = m.get("rig_info") or {}
