@@ -80,7 +80,9 @@ def test_prepared_folder_holds_the_shapes_and_a_separate_tokenizer(prepared, tmp
     # Nothing that describes the preset rather than the model, and no tokenizer beside
     # config.json (transformers would pick a byte-level class for it from the model type).
     assert not (model / "preset.json").exists() and not (model / "tokenizer.json").exists()
-    assert not (Path(spec.tokenizer) / "config.json").exists()
+    # the tokenizer folder's own config names a model type that has no tokenizer, not the model's
+    tok_config = json.loads((Path(spec.tokenizer) / "config.json").read_text())
+    assert tok_config == modelkit.TOKENIZER_DIR_CONFIG and tok_config["model_type"] != "qwen3_5"
 
 
 def test_prepare_is_idempotent_and_writes_nothing_the_second_time(prepared, monkeypatch):

@@ -128,6 +128,15 @@ def test_part3_notebook_ran_in_run_mode_and_rendered(part3):
     assert not book.exists() or "cpu-tiny" not in book.read_text()
 
 
+def test_no_server_or_client_waited_to_retry_the_tokenizer_s_config(part3):
+    """vLLM 0.32 reads the tokenizer folder's config.json and, without one, sleeps 2 s and tries again (in every server
+    start, twice, and every benchmark pass): the prepared folder has one (modelkit.TOKENIZER_DIR_CONFIG)."""
+    data, _ = part3
+    for point in sorted(p for p in store.rig_dir(3, "cpu-tiny", data).iterdir() if p.is_dir()):
+        for name in ("server.log", "bench.log"):
+            assert "Error parsing config" not in store.read_artefact(point, name), f"{point.name}/{name}"
+
+
 def test_part3_points_are_complete_with_raw_artefacts(part3):
     data, _ = part3
     rig_dir = store.rig_dir(3, "cpu-tiny", data)

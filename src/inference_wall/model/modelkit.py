@@ -12,7 +12,12 @@ ids, so ``vllm bench serve``'s random prompts have exactly the asked number of t
 The tokenizer lives in its own folder, ``DEST/tokenizer`` (pass it as ``--tokenizer``), without
 a config.json beside it: transformers 5 picks the tokenizer class from the model type in
 config.json, and for qwen2 and qwen3_5 it would load its byte-level Qwen2Tokenizer over our
-vocabulary, which neither decodes to whitespace-separated words nor round-trips.
+vocabulary, which neither decodes to whitespace-separated words nor round-trips. It holds a config.json
+of its own that names a model type with no tokenizer (``TOKENIZER_DIR_CONFIG``, a vision transformer's): vLLM
+reads the tokenizer folder's config before loading the tokenizer, and vLLM 0.32 (the CPU build) retries a folder
+without one after a 2-s sleep, in every server start (twice) and every benchmark client; with it, transformers
+still takes the class from tokenizer_config.json (PreTrainedTokenizerFast), and the tokenizer decodes and encodes
+the same ids as without it.
 """
 from __future__ import annotations
 
@@ -35,7 +40,9 @@ PRESET_ONLY_FILES = {"preset.json", "special_tokens.json"}
 STAMP = ".modelkit.json"
 TOKENIZER_SUBDIR = "tokenizer"
 # Bump when the written tokenizer changes, so that prepared folders are rewritten.
-TOKENIZER_FORMAT = 1
+TOKENIZER_FORMAT = 2
+# The tokenizer folder's config.json (see the module's docstring): a model type transformers knows, with no tokenizer.
+TOKENIZER_DIR_CONFIG = {"model_type": "vit"}
 
 
 @dataclass(frozen=True)
@@ -239,7 +246,9 @@ def _write_model(preset: str, src: Path, dest: Path, digest: str, spec: ModelSpe
     _write_atomic(
         tok_dir / "tokenizer_config.json", json.dumps(tokenizer_config(config, special), indent=1)
     )
-    written += [f"{TOKENIZER_SUBDIR}/tokenizer.json", f"{TOKENIZER_SUBDIR}/tokenizer_config.json"]
+    _write_atomic(tok_dir / "config.json", json.dumps(TOKENIZER_DIR_CONFIG, indent=1))
+    written += [f"{TOKENIZER_SUBDIR}/tokenizer.json", f"{TOKENIZER_SUBDIR}/tokenizer_config.json",
+                f"{TOKENIZER_SUBDIR}/config.json"]
     stamp = {"preset": preset, "inputs_sha256": digest, "files": written}
     _write_atomic(stamp_path, json.dumps(stamp, indent=1))
     return spec
