@@ -214,9 +214,8 @@ def test_the_sum_words_set_each_models_chunk_step_against_its_prefill_share_plus
 
 def test_the_h200_page_says_the_dense_models_mixed_steps_are_not_measured_until_they_run():
     everything = ms.mixed_table(None, ["h200"])
-    assert ms.PART2 in set(everything["source"])
-    if ms.PART0 in set(everything["source"]):  # session 14 ran them: the page names no missing point
-        assert p00.mixed_missing_words("h200", everything) is None
+    assert {ms.PART2, ms.PART0} <= set(everything["source"])  # session 14 ran part 0's: the page names no missing point
+    assert p00.mixed_missing_words("h200", everything) is None
     mixed = everything[everything["source"] == ms.PART2]  # part 2's 4B only, as before the GPU ran part 0's
     words = p00.mixed_missing_words("h200", mixed)
     assert words.startswith("Not measured on h200: the mixed steps of the 0.5B")

@@ -183,17 +183,16 @@ def test_each_flood_ran_its_batch_as_capped(part3):
     # how many requests were generating at once, from the client's own record of each request (start + TTFT to
     # start + latency): the stats lines come once a second and can catch a short pass's drain only (one review's
     # loaded machine logged no line with more than one running at cap 4)
-    at_once = {c: _most_decoding_at_once(data / "runs" / p03.NAME / "cpu-tiny" / f"mns-{int(c):03d}") for c in caps}
+    at_once = {pt.record.max_num_seqs: _most_decoding_at_once(pt) for pt in store.load_points(p03.NAME, data, ["cpu-tiny"])}
     assert at_once[caps[0]] == 1  # one sequence at a time, as capped
     assert 1 < at_once[caps[-1]] <= caps[-1]  # the top cap batched: more than one sequence generated at once
 
 
-def _most_decoding_at_once(point: Path) -> int:
+def _most_decoding_at_once(pt: store.PointData) -> int:
     """The most requests of a point's measured pass between their first token and their last at the same moment."""
-    bench = json.loads(store.read_artefact(point, "bench.json"))
     events = []
-    for start, ttft, latency in zip(bench["start_times"], bench["ttfts"], bench["latencies"]):
-        events += [(start + ttft, 1), (start + latency, -1)]
+    for r in pt.bench().requests.itertuples():
+        events += [(r.start_s + r.ttft_ms / 1000, 1), (r.start_s + r.e2el_ms / 1000, -1)]
     most = now = 0
     for _, step in sorted(events):  # an end sorts before a first token at the same instant
         now += step

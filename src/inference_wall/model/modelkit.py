@@ -10,7 +10,7 @@ whitespace-separated word. Decoding any ids and encoding the text again gives ba
 ids, so ``vllm bench serve``'s random prompts have exactly the asked number of tokens.
 
 The tokenizer lives in its own folder, ``DEST/tokenizer`` (pass it as ``--tokenizer``), without
-a config.json beside it: transformers 5 picks the tokenizer class from the model type in
+the model's config.json beside it: transformers 5 picks the tokenizer class from the model type in
 config.json, and for qwen2 and qwen3_5 it would load its byte-level Qwen2Tokenizer over our
 vocabulary, which neither decodes to whitespace-separated words nor round-trips. It holds a config.json
 of its own that names a model type with no tokenizer (``TOKENIZER_DIR_CONFIG``, a vision transformer's): vLLM

@@ -17,30 +17,29 @@ def device_table(data_dir: Path | None = None, part: int | str | None = None) ->
     every other part's passes would parse every bench result in data/runs for rows the page drops)."""
     from .store import PointData, iter_points
 
-    only = part
     sessions: dict[tuple[str, str, str], dict] = {}
     points: dict[tuple[str, str], int] = defaultdict(int)
     overhead: dict[tuple[str, str], list[float]] = defaultdict(list)
     gpu: dict[tuple[str, str], str] = {}
-    for part, rig, point, m in iter_points(data_dir, only):
-        data = PointData(part, rig, point, m)
-        points[(part, rig)] += 1
+    for pname, rig, point, m in iter_points(data_dir, part):
+        data = PointData(pname, rig, point, m)
+        points[(pname, rig)] += 1
         info = m.get("rig_info") or {}
-        gpu[(part, rig)] = (info.get("gpu") or {}).get("name") or f"CPU ({info.get('cpu_count')} cores)"
+        gpu[(pname, rig)] = (info.get("gpu") or {}).get("name") or f"CPU ({info.get('cpu_count')} cores)"
         for p in m.get("passes") or []:
             try:
-                overhead[(part, rig)].append(p["ended"] - p["started"] - data.bench(p["label"]).duration_s)
+                overhead[(pname, rig)].append(p["ended"] - p["started"] - data.bench(p["label"]).duration_s)
             except (OSError, KeyError, TypeError, ValueError):
                 pass
         s = m.get("session") or {}
         if not s.get("server_started") or not m.get("passes"):
             continue
-        rec = sessions.setdefault((part, rig, s["id"]), {"start": s["server_started"], "end": 0.0, "healthy_s": None})
+        rec = sessions.setdefault((pname, rig, s["id"]), {"start": s["server_started"], "end": 0.0, "healthy_s": None})
         rec["healthy_s"] = s.get("start_to_healthy_s") if s.get("start_to_healthy_s") is not None else rec["healthy_s"]
         rec["end"] = max(rec["end"], max(p["ended"] for p in m["passes"]))
     per: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for (part, rig, _), rec in sessions.items():
-        per[(part, rig)].append(rec)
+    for (pname, rig, _), rec in sessions.items():
+        per[(pname, rig)].append(rec)
     rows = []
     for key, recs in sorted(per.items()):
         recs.sort(key=lambda r: r["start"])
