@@ -140,6 +140,29 @@ def test_takeaways_mark_each_of_the_posts_four_with_the_data():
         assert p03.cliff_comparison(v["small_cliff_ratio"], p03.cliff(v["sweep"], *v["small_caps"])) in items[2][1]
 
 
+def test_a_rig_whose_models_share_no_caps_renders_without_the_comparison():
+    """A GPU call's tree holds only the points it ran (session 16's fourth call: the 0.5B's caps 4 and 16, no 4B):
+    the page says nothing comparing the two cliffs, and the small-cliff claim is not measured, instead of failing."""
+    from inference_wall.measure.claims import NOT_MEASURED, evaluate
+
+    def p99(rows):
+        return [dict(r, itl_p99_ms=2 * r["itl_p50_ms"]) for r in rows]
+
+    small = p99(_rows("syn", "small", [4, 16], [1480, 4670], [2.4, 2.8]))
+    main = p99(_rows("syn", "main", [64, 256], [6000, 8600], [6.7, 17.8]))
+    for rows in (small, main + small):
+        v = _view(rows)
+        assert v["main_cliff_same_caps"] is None and v["small_caps"] == (4.0, 16.0)
+        assert p03.small_model_words(v, {}, "x") == ""
+        views = {"syn": v}
+        assert not any("0.5B" in d for _, d in p03.takeaways(views, {}))
+        assert not any("small" in f for f in p03.key_findings(views, {}))
+        (claim,) = [c for c in p03.CLAIMS if c.id == "small-cliff"]
+        assert evaluate([claim], {"syn": v}).iloc[0]["verdict"] == NOT_MEASURED
+    v = _view(_rows("syn", "main", [4, 16, 64], [650, 2400, 6000], [4.5, 4.9, 6.7]) + small)
+    assert v["main_cliff_same_caps"] == pytest.approx(2400 / 650)  # the caps both ran: 4 to 16
+
+
 def test_the_small_cliff_is_one_definition_in_the_claim_the_box_and_the_takeaway():
     """Both models' cliffs are their best cap over cap 1, over the same caps: a small model whose throughput falls past
     its best cap is not read at its top cap (h200's 0.5B at 1,024 once gave 32.6x against the 4B's best-cap 40.1x in
