@@ -133,3 +133,19 @@ def test_a_downward_or_sideways_import_passes(tmp_path):
     (src / "run" / "sweep.py").write_text("from ..records.store import x\nfrom .. import errors, __version__\n"
                                           "def f():\n    from . import lock\n")
     assert upward_imports(src) == []
+
+
+def test_the_repository_root_and_the_data_dir_are_defined_once():
+    """schema.REPO and schema.DATA_DIR: no other module finds the repository from its own file's place, nor spells
+    the data folder's path (issue 25: the root was computed in six modules, three levels up or two)."""
+    from inference_wall import schema
+
+    assert (schema.REPO / "pyproject.toml").is_file() and schema.DATA_DIR == schema.REPO / "data"
+    found = []
+    for path in SRC.rglob("*.py"):
+        if path.name == "schema.py" and path.parent == SRC:
+            continue
+        text = path.read_text()
+        found += [f"{path.relative_to(SRC)}: {needle}" for needle in ("resolve().parents[", 'REPO / "data"')
+                  if needle in text]
+    assert not found, found

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from .errors import UserError
 from .parts.runrequest import RunRequest, parse_overrides, parts_help
-
-REPO = Path(__file__).resolve().parents[2]
+from .schema import DATA_DIR, REPO
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="list a part's points and parameters for a rig, and which are complete")
     pl.add_argument("--part", required=True, help=f"the part: {parts_help()}")
     pl.add_argument("--rig", required=True, help="rig name")
-    pl.add_argument("--data-dir", type=Path, default=REPO / "data")
+    pl.add_argument("--data-dir", type=Path, default=DATA_DIR)
     pl.add_argument("--set", action="append", default=[], metavar="KEY=JSON")
     pl.add_argument("--dry-run", action="store_true",
                     help="print each session's `vllm serve` and each pass's `vllm bench serve` command line that a run "
@@ -64,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the size and sha256 of each of its point's files (hashes it already records "
                                     "are checked against the files, never replaced) and its format. A point whose "
                                     "files do not match its manifest is named and left as it is.")
-    mg.add_argument("--data-dir", type=Path, default=REPO / "data", help="data folder (default: the repo's data/)")
+    mg.add_argument("--data-dir", type=Path, default=DATA_DIR, help="data folder (default: the repo's data/)")
     mg.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 while any format-1 manifest is left, naming them")
     return ap
@@ -319,7 +318,7 @@ def _page_files_beside(data_dir: Path):
 
     data_dir = Path(data_dir).resolve()
     before = os.environ.get(STATIC_DIR_ENV)
-    if data_dir != (REPO / "data").resolve() and before is None:
+    if data_dir != DATA_DIR.resolve() and before is None:
         os.environ[STATIC_DIR_ENV] = str(data_dir.parent / "_static")
     try:
         yield

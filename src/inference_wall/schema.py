@@ -5,6 +5,11 @@ published and measured rigs stack into one frame and every figure can colour by 
 """
 from __future__ import annotations
 
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]  # the repository root: the one definition every module imports
+DATA_DIR = REPO / "data"  # the committed data (runs, rigs, models, reference): the default --data-dir
+
 PARTS = {
     0: "00-inside-a-step",  # the chapter before part 1: what a step is made of (not in the series)
     1: "01-hit-the-wall",

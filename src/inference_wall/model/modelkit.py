@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import UserError
+from ..schema import DATA_DIR as DEFAULT_DATA_DIR
 
 Source = Literal["dummy", "hub"]
 
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[3] / "data"
 # Files of a preset folder that describe the preset rather than the model.
 PRESET_ONLY_FILES = {"preset.json", "special_tokens.json"}
 STAMP = ".modelkit.json"

@@ -122,7 +122,7 @@ class RunRequest:
 
     @staticmethod
     def add_cli_args(p: argparse.ArgumentParser) -> None:
-        from ..records.store import REPO
+        from ..schema import DATA_DIR
 
         p.add_argument("--part", required=True, help=f"the part to run: {parts_help()}")
         p.add_argument("--rig", required=True,
@@ -140,7 +140,7 @@ class RunRequest:
         p.add_argument("--python", default=None,
                        help="interpreter that imports vllm (default: $VLLM_PYTHON, else .venv-vllm/bin/python, else "
                             "this one)")
-        p.add_argument("--data-dir", type=Path, default=REPO / "data", help="data folder (default: the repo's data/)")
+        p.add_argument("--data-dir", type=Path, default=DATA_DIR, help="data folder (default: the repo's data/)")
         p.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                        help="override a part parameter, e.g. --set 'caps=[1,4]' (see `plan --part N --rig R`)")
         p.add_argument("--redo-changed", action="store_true",

@@ -16,9 +16,8 @@ import pandas as pd
 
 from ..errors import UserError
 from .store import part_name
-from ..schema import FACT_COLUMNS, MNS_SWEEP_COLUMNS, RATE_SWEEP_COLUMNS
+from ..schema import DATA_DIR as DEFAULT_DATA_DIR, FACT_COLUMNS, MNS_SWEEP_COLUMNS, RATE_SWEEP_COLUMNS
 
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[3] / "data"
 
 # A market listing, not the series' and not a rig's: GPU-hour prices per provider tier (reference/prices/).
 PRICE_COLUMNS = ["gpu", "match", "tier", "usd_per_gpu_hour_low", "usd_per_gpu_hour_high", "as_of", "source"]

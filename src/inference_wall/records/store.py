@@ -24,10 +24,8 @@ from pathlib import Path
 from ..errors import LogParseError, UserError
 from .record import FORMAT_VERSION, MANIFEST, PointRecord, read_manifest, read_record  # noqa: F401  (record.py is
 # the one reader of manifests; callers that read one through the store import it from here)
-from ..schema import PARTS, PUBLISHED_RIG
+from ..schema import DATA_DIR, PARTS, PUBLISHED_RIG, REPO
 
-REPO = Path(__file__).resolve().parents[3]
-DATA_DIR = REPO / "data"
 RIG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 COMPRESS_OVER_BYTES = 256 * 1024
 

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UserError
+from ..schema import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 GPU_VENV = REPO / ".venv-vllm-gpu"  # what scripts/setup-vllm-gpu.sh builds
 
 

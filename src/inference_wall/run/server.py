@@ -500,7 +500,9 @@ def vllm_python(explicit: str | None = None) -> str:
         return explicit
     if os.environ.get("VLLM_PYTHON"):
         return os.environ["VLLM_PYTHON"]
-    repo_venv = Path(__file__).resolve().parents[3] / ".venv-vllm" / "bin" / "python"
+    from ..schema import REPO
+
+    repo_venv = REPO / ".venv-vllm" / "bin" / "python"
     if repo_venv.exists():
         return str(repo_venv)
     return sys.executable
