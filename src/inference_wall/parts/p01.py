@@ -11,7 +11,7 @@ import pandas as pd
 from ..measure import analysis
 from ..run.bench import PassSpec
 from ..measure.analysis import GIB, Interval, LinearFit, combine
-from ..measure.claims import Claim, Judgement, Missing, fmt_num, need
+from ..measure.claims import Claim, Judgement, Missing, fmt_num, known_number, need
 from ..model.kvcache import ModelLayout, pool_from_concurrency, pool_from_report
 from ..records.reference import load_reference
 from ..schema import PUBLISHED_RIG
@@ -324,6 +324,8 @@ def rig_view(rig: str, data_dir=None, tables: dict | None = None) -> dict:
         f = flood.iloc[0]
         rel = 0.0 if published or "run_to_run" not in t else flood_spread(t["run_to_run"]).get(rig, 0.0)
         view.update(flood_tok_s=num(f["output_tok_s"]).widen(rel), flood_rps=num(f["completed_rps"]).widen(rel))
+        if not published and known_number(f.get("steady_output_tok_s")):
+            view["flood_steady_tok_s"] = float(f["steady_output_tok_s"])  # the engine's steady window, polled
     if published:
         fit = load_reference(1, data_dir)["step_time_fit"].iloc[0]
         rate1 = finite.iloc[0]
@@ -453,7 +455,10 @@ def _ceiling(v: dict) -> Judgement:
     pred = combine(lambda d, s: d * (1 - s), decode, share)
     how = (f"(1 - {share.value:.0%} prefill) x {fmt(batch.value)} / ({fmt(fit.intercept)} + {fmt(fit.slope)} x "
            f"{fmt(batch.value)}) ms = {fmt(pred.value)} tok/s; the flood made {flood.value / decode.value:.0%} of pure "
-           f"decode at that batch")
+           f"decode at that batch over the client's whole pass")
+    steady = v.get("flood_steady_tok_s")
+    if steady is not None:  # judged on the whole pass, as the post measured; the polled steady window beside it
+        how += f", {steady / decode.value:.0%} in the engine's steady window ({fmt(steady)} tok/s)"
     return Judgement(pred, flood, how)
 
 

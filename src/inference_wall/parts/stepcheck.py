@@ -1,0 +1,167 @@
+"""Inside a step's step model against the parts' own measurements on the same rig.
+
+Part 0 builds a decode step from its own points (predict.step_model: the traces at batches 1 and 256, the shapes,
+the measured copy bandwidth and prefill rate). None of parts 1, 3 and 5's points go into it, so each of their
+measurements is an out-of-sample test of it on the rig that measured both:
+- a decode step at a fixed batch (parts 1 and 5's decode points: the median ITL with the batch held) against
+  step(batch, context), context = the prompt plus half the output;
+- a flood's steady window (the engine's counters polled during the pass: the running batch held at the cap), its
+  step period (the window's seconds over its steps) against step(the window's mean running batch, context): the
+  model's pure-decode step, where the window's steps may also carry a refill's prompt tokens (part 3 shows the
+  share of a flood's time in such steps). A flood without a steady window is left out and counted.
+`error_pct` = 100 x (predicted - measured) / measured. The table is the model's, not a fit through the part's points:
+where the two disagree the part's page says by how much, and at which batch.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from . import predict
+
+# per part: (step-model variant, the part's own name for the model in its tables)
+PART_MODELS = {1: [("4b", None)], 3: [("4b", "main"), ("0.5b", "small")], 5: [("9b-fp16", "fp16"), ("9b-int4", "int4")]}
+COLUMNS = ["model", "kind", "batch", "measured", "predicted", "error_pct"]  # measured, predicted: ms
+
+
+def _models(data_dir, rig: str) -> dict | None:
+    try:
+        page = predict.build(data_dir, rig)
+    except (KeyError, IndexError, ValueError):
+        return None
+    return page["models"] if page else None
+
+
+def _row(variant: str, kind: str, batch: float, measured: float, predicted: float) -> dict:
+    return {"model": predict.MODEL_LABELS.get(variant, variant), "kind": kind, "batch": float(batch),
+            "measured": float(measured), "predicted": float(predicted),
+            "error_pct": 100 * (predicted - measured) / measured}
+
+
+def _decode_rows(m, gpu, variant: str, frame: pd.DataFrame, step_col: str, ctx: float) -> list[dict]:
+    return [_row(variant, "decode step", r.batch, getattr(r, step_col), m.step(gpu, r.batch, ctx))
+            for r in frame.sort_values("batch").itertuples() if r.batch == r.batch and getattr(r, step_col) > 0]
+
+
+def _flood_rows(m, gpu, variant: str, floods: pd.DataFrame, ctx: float) -> tuple[list[dict], int]:
+    rows, none = [], 0
+    for r in floods.itertuples():
+        step, run = getattr(r, "steady_step_ms", math.nan), getattr(r, "steady_running_mean", math.nan)
+        if not (step == step and run == run and step > 0):
+            none += 1
+            continue
+        rows.append(_row(variant, "flood step, steady window", run, step, m.step(gpu, run, ctx)))
+    return rows, none
+
+
+def part_table(part: int, data_dir=None, rig: str = predict.RIG) -> tuple[pd.DataFrame, int]:
+    """(rows, floods without a steady window) of part `part`'s measurements on `rig` against the step model that
+    part 0's points on `rig` give; no rows where the rig has no step model or the part has no points there."""
+    from .. import parts
+
+    empty = pd.DataFrame(columns=COLUMNS), 0
+    models = _models(data_dir, rig)
+    if not models:
+        return empty
+    gpu = predict.gpus(data_dir)[predict.H200_KEY]
+    p = parts.parameters(part, rig, data_dir)
+    i, o = int(p["input_len"]), int(p["output_len"])
+    ctx = i + o / 2
+    rows, none = [], 0
+    if part == 1:
+        from . import p01
+
+        m = models.get("4b")
+        if m is None:
+            return empty
+        rows += _decode_rows(m, gpu, "4b", p01.decode_table(data_dir, [rig]), "step_ms", ctx)
+        rates = p01.rate_table(data_dir, [rig])
+        got, n = _flood_rows(m, gpu, "4b", rates[rates["offered_rate_rps"] == math.inf], ctx)
+        rows, none = rows + got, none + n
+    elif part == 3:
+        from .p03 import sweep_table
+
+        sweep = sweep_table(data_dir, [rig])
+        for variant, name in PART_MODELS[3]:
+            if variant in models:
+                got, n = _flood_rows(models[variant], gpu, variant,
+                                     sweep[sweep["model"] == name].sort_values("max_num_seqs"), ctx)
+                rows, none = rows + got, none + n
+    elif part == 5:
+        from .variants import point_table
+
+        pts = point_table(data_dir, [rig], part="05-four-bits")
+        for variant, fmt in PART_MODELS[5]:
+            if variant not in models or not len(pts):
+                continue
+            mine = pts[pts["format"] == fmt]
+            rows += _decode_rows(models[variant], gpu, variant, mine[mine["kind"] == "decode"], "itl_p50_ms", ctx)
+            got, n = _flood_rows(models[variant], gpu, variant,
+                                 mine[mine["kind"] == "flood"].sort_values("max_num_seqs"), ctx)
+            rows, none = rows + got, none + n
+    else:
+        raise ValueError(f"part {part} has no measurements the step model predicts (parts 1, 3, 5 do)")
+    return pd.DataFrame(rows, columns=COLUMNS), none
+
+
+def shown_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as the page prints it (every row a step, in ms): three significant figures, the error whole."""
+    out = table.copy()
+    for c in ("measured", "predicted"):
+        out[c] = out[c].map(lambda x: float(f"{x:.3g}"))
+    out["batch"] = out["batch"].map(lambda x: float(f"{x:.3g}"))
+    out["error_pct"] = out["error_pct"].round(0) + 0.0  # no "-0"
+    return out.rename(columns={"batch": "running batch", "measured": "measured_ms",
+                                                    "predicted": "predicted_ms"})
+
+
+def _signed(pct: float) -> str:
+    """A whole signed percentage; "0%" (not "-0%") where it rounds to zero."""
+    r = int(round(pct))
+    return f"{r:+d}%" if r else "0%"
+
+
+def words(table: pd.DataFrame, none: int, rig: str = predict.RIG) -> str:
+    """One paragraph: per model and kind, how far the step model's predictions fell from the part's measurements
+    (the range of errors, the largest with its batch); the floods left out for want of a steady window."""
+    if not len(table):
+        return (f"No step model of this part's models on {rig} yet: `make reproduce PART=0 RIG={rig}` measures it."
+                if none == 0 else "")
+    out = []
+    for (model, kind), g in table.groupby(["model", "kind"], sort=False):
+        worst = g.loc[g["error_pct"].abs().idxmax()]
+        lo, hi = g["error_pct"].min(), g["error_pct"].max()
+        span = _signed(lo) if len(g) == 1 else f"{_signed(lo)} to {_signed(hi)}"
+        what = "decode steps" if kind == "decode step" else "flood steps in steady windows"
+        out.append(f"the {model}'s {len(g)} {what if len(g) > 1 else what.replace('steps', 'step', 1)} {span}"
+                   + (f" (largest at a running batch of {worst['batch']:,.0f})" if len(g) > 1 else
+                      f" (running batch {worst['batch']:,.0f})"))
+    text = ("Inside a step's step model, built from part 0's own points on " + rig + " (none of this part's), "
+            "predicts this part's measurements on the same rig: " + "; ".join(out) + ". A positive error is a "
+            "prediction above the measurement.")
+    lo, hi = predict.TRACE_BATCHES
+    past = table[table["batch"] > hi * 1.05]
+    if len(past):
+        worst = past.loc[past["error_pct"].abs().idxmax()]
+        text += (f" The model reads each step's growth between its traces at batches {lo} and {hi}: past {hi} it is a "
+                 f"straight line carried on, and at a running batch of {worst['batch']:,.0f} the {worst['model']}'s "
+                 f"measured step is {worst['measured'] / worst['predicted']:.2f}x its prediction.")
+    if none:
+        text += f" {none} flood{'s' if none > 1 else ''} had no steady window to compare with."
+    return text
+
+
+def sections(part: int, data_dir=None, shown: list[str] | None = None) -> list[tuple[str, pd.DataFrame, str]]:
+    """(rig, table as shown, paragraph) for each rig the part's page shows that also ran part 0: what the page's
+    section "What the step chapter measured" prints under the chapter's answers."""
+    from .. import parts
+    from ..records.store import rigs_with_data
+
+    have0 = set(rigs_with_data(0, data_dir))
+    out = []
+    for rig in [r for r in (shown or parts.page_rigs(part, data_dir)) if r in have0]:
+        table, none = part_table(part, data_dir, rig)
+        if len(table) or none:
+            out.append((rig, shown_table(table), words(table, none, rig)))
+    return out
