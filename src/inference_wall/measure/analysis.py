@@ -195,6 +195,11 @@ def gain_between(mns_sweep: pd.DataFrame, cap_a: float, cap_b: float) -> float:
     return float(df.loc[cap_b, "output_tok_s"] / df.loc[cap_a, "output_tok_s"] - 1)
 
 
+def round_sig(x: float, digits: int = 3) -> float:
+    """`x` rounded to `digits` significant figures, as a number (a table's cell); NaN stays NaN."""
+    return float(f"{x:.{digits}g}") if x == x else x
+
+
 def per_sequence_ms(output_tok_s: float) -> float:
     """Step time over running batch: each step emits one token per running sequence, so the time each
     sequence costs per token is 1 / aggregate token rate, whatever the batch."""

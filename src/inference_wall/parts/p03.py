@@ -385,13 +385,14 @@ def rig_view(table: pd.DataFrame, rig: str, part1: dict | None = None, facts: di
         s = small.set_index("max_num_seqs")
         lo, hi = float(s.index[0]), float(s.index[-1])
         shared = sorted(set(s.index) & {float(c) for c in caps})
+        # the 4B's cliff over the same caps, or None where the two share fewer than two caps (a partial run's tree)
+        view["main_cliff_same_caps"] = None
         if len(shared) >= 2:  # the caps both models ran: a cap only one model ran (4,096 on h200) is not compared
             lo, hi = shared[0], shared[-1]
+            view["main_cliff_same_caps"] = cliff(main, lo, hi)
         view["small_cliff"] = Interval.exact(cliff(small, lo, hi))  # one definition for both models: the best cap
         view["small_caps"] = (lo, hi)
         view["small_cliff_ratio"] = view["small_cliff"].value
-        # the 4B's cliff over the same caps, or None where it did not run both ends (a partial run's tree)
-        view["main_cliff_same_caps"] = cliff(main, lo, hi) if {lo, hi} <= set(shared) else None
     if part1 and part1.get("ceiling_rps") and view.get("ceiling_rps"):
         view["ceiling_vs_part1"] = view["ceiling_rps"] / part1["ceiling_rps"]
     return view
@@ -753,10 +754,6 @@ def _polled(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["steady_polled"].eq(True)] if "steady_polled" in table else table.iloc[0:0]
 
 
-def _sig(x: float, digits: int = 3) -> float:
-    return float(f"{x:.{digits}g}") if x == x else x
-
-
 def steady_table(table: pd.DataFrame) -> pd.DataFrame:
     """The polled floods of the measured rigs, one row per (rig, model, cap): the client's whole-pass rate beside what
     the engine's counters show inside the pass (steady.flood_phases, steady.flood_steady at STEADY_SHARE); shares
@@ -768,7 +765,7 @@ def steady_table(table: pd.DataFrame) -> pd.DataFrame:
         if c in out:
             out[c] = 100 * out[c]
     for c in cols[3:]:  # rates and token counts whole (as the prose prints them), the rest to three digits
-        out[c] = out[c].round(0) if c.endswith("tok_s") or c.endswith("per_step") else out[c].map(_sig)
+        out[c] = out[c].round(0) if c.endswith("tok_s") or c.endswith("per_step") else out[c].map(analysis.round_sig)
     out["model"] = out["model"].map(MODEL_LABELS).fillna(out["model"])
     return out.reset_index(drop=True)
 

@@ -19,17 +19,15 @@ import math
 import pandas as pd
 
 from . import predict
+from ..measure.analysis import round_sig
 
-# per part: (step-model variant, the part's own name for the model in its tables)
+# per part: (step-model variant, the part's own name for the model in its tables; part 1 has one model)
 PART_MODELS = {1: [("4b", None)], 3: [("4b", "main"), ("0.5b", "small")], 5: [("9b-fp16", "fp16"), ("9b-int4", "int4")]}
 COLUMNS = ["model", "kind", "batch", "measured", "predicted", "error_pct"]  # measured, predicted: ms
 
 
 def _models(data_dir, rig: str) -> dict | None:
-    try:
-        page = predict.build(data_dir, rig)
-    except (KeyError, IndexError, ValueError):
-        return None
+    page = predict.build(data_dir, rig)  # None where the rig has no step model of the 4B
     return page["models"] if page else None
 
 
@@ -72,12 +70,13 @@ def part_table(part: int, data_dir=None, rig: str = predict.RIG) -> tuple[pd.Dat
     if part == 1:
         from . import p01
 
-        m = models.get("4b")
-        if m is None:
+        (variant, _), = PART_MODELS[1]
+        if variant not in models:
             return empty
-        rows += _decode_rows(m, gpu, "4b", p01.decode_table(data_dir, [rig]), "step_ms", ctx)
+        m = models[variant]
+        rows += _decode_rows(m, gpu, variant, p01.decode_table(data_dir, [rig]), "step_ms", ctx)
         rates = p01.rate_table(data_dir, [rig])
-        got, n = _flood_rows(m, gpu, "4b", rates[rates["offered_rate_rps"] == math.inf], ctx)
+        got, n = _flood_rows(m, gpu, variant, rates[rates["offered_rate_rps"] == math.inf], ctx)
         rows, none = rows + got, none + n
     elif part == 3:
         from .p03 import sweep_table
@@ -108,12 +107,10 @@ def part_table(part: int, data_dir=None, rig: str = predict.RIG) -> tuple[pd.Dat
 def shown_table(table: pd.DataFrame) -> pd.DataFrame:
     """The table as the page prints it (every row a step, in ms): three significant figures, the error whole."""
     out = table.copy()
-    for c in ("measured", "predicted"):
-        out[c] = out[c].map(lambda x: float(f"{x:.3g}"))
-    out["batch"] = out["batch"].map(lambda x: float(f"{x:.3g}"))
+    for c in ("measured", "predicted", "batch"):
+        out[c] = out[c].map(round_sig)
     out["error_pct"] = out["error_pct"].round(0) + 0.0  # no "-0"
-    return out.rename(columns={"batch": "running batch", "measured": "measured_ms",
-                                                    "predicted": "predicted_ms"})
+    return out.rename(columns={"batch": "running batch", "measured": "measured_ms", "predicted": "predicted_ms"})
 
 
 def _signed(pct: float) -> str:
