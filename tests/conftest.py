@@ -18,6 +18,14 @@ import pytest
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# Two test files run at once (pytest-xdist), so two CPU vLLM servers often share the machine's cores, each with the
+# cpu-tiny rig's two OpenMP threads. By default those threads spin at every barrier while a sibling waits for a core,
+# and each server slows the other: session 17 ran tests/test_p04.py and tests/test_p05.py side by side on 2 cores in
+# 99 s, and in 58 s with OMP_WAIT_POLICY=PASSIVE (threads sleep at a barrier); test_p05.py alone took 47 s and 48 s.
+# The servers inherit it from this process (server.server_environment); the rig profile, and so the committed
+# cpu-tiny runs and what `make reproduce` starts, are untouched.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
