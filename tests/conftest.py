@@ -89,10 +89,11 @@ def fake_vllm_env(tmp_path, monkeypatch):
 # The files that take longest first, so that the two xdist workers (`--dist loadfile --no-loadscope-reorder`, see
 # the Makefile) finish together: xdist hands out files in collection order, and by default reorders them by test
 # count, which put the 14 tests of test_vllm_cpu.py (about 450 s, its module fixture runs part 3 end to end) last
-# on one worker while the other had finished. The order follows `--durations` of a clean-clone run (session 15);
-# it is a schedule, not a check: a file missing from it runs after.
-SLOW_FILES_FIRST = ("test_vllm_cpu.py", "test_p02.py", "test_p00.py", "test_signals.py", "test_p06.py", "test_p04.py",
-                    "test_p05.py", "test_site.py", "test_cli.py", "test_redact.py")
+# on one worker while the other had finished. The order follows `--durations` of a clean-clone run (session 15;
+# session 17 split part 1's run out of test_vllm_cpu.py); it is a schedule, not a check: a file missing from it runs
+# after.
+SLOW_FILES_FIRST = ("test_vllm_cpu.py", "test_p02.py", "test_vllm_cpu_part1.py", "test_p00.py", "test_signals.py",
+                    "test_p06.py", "test_p04.py", "test_p05.py", "test_site.py", "test_cli.py", "test_redact.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -2,13 +2,13 @@
 
 The notebook's kernel runs in a session of its own, so a signal to make or the CLI never reaches it by itself:
 the CLI passes it on (cli._KernelSignals). A killed (SIGKILL) run is reaped by the next command (`plan` here;
-tests/test_server.py checks the reaper without vLLM).
+tests/test_server.py checks the reaper without vLLM). SIGTERM, SIGINT and a killed server are steps of one run's
+life in tests/test_vllm_cpu.py (the `life` fixture), which shares its servers with the part-3 tests.
 """
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -80,31 +80,6 @@ def _reproduce_until_first_pass(tmp_path: Path, tmp: Path):
     return make, data, env, err, point, json.loads(entry.read_text())["pgid"]
 
 
-def test_sigterm_of_make_reproduce_stops_every_server_process_and_records_the_interrupted_point(tmp_path, short_tmp):
-    """Before, SIGTERM reached make and the CLI only: nbclient shut the kernel down with a SIGKILL 5 s later,
-    in the middle of the sweep's cleanup, and vLLM's EngineCore outlived the run."""
-    make, data, env, err, point, pgid = _reproduce_until_first_pass(tmp_path, short_tmp)
-    state, tmp = Path(env["INFERENCE_WALL_STATE"]), Path(env["TMPDIR"])
-    family: list[psutil.Process] = []
-    try:
-        family += psutil.Process(make.pid).children(recursive=True)  # the CLI, the kernel, the server and its engine
-        assert any("vllm" in " ".join(p.cmdline()) for p in family if p.is_running())
-        assert list(tmp.glob("iw-*"))  # the session's temporary folder, while it runs
-        make.send_signal(signal.SIGTERM)  # make passes SIGTERM to the CLI, which passes it on to the kernel
-        make.wait(180)
-        stderr = err.read_text()
-        assert make.returncode != 0
-        assert "interrupted by SIGTERM" in stderr, stderr[-3000:]
-        assert store.read_manifest(point)["status"] == "interrupted"
-        assert not group_alive(pgid)
-        gone, alive = psutil.wait_procs([p for p in family if p.is_running()], timeout=10)
-        assert not alive, [p.cmdline() for p in alive]
-        assert list((state / "servers").glob("*.json")) == [] and list(tmp.glob("iw-*")) == []
-    finally:  # a failed run leaves nothing behind either: what it started, orphans included, is killed
-        _kill([psutil.Process(make.pid)] if make.poll() is None else [])
-        _kill([*family, *psutil.Process().children(recursive=True)])
-
-
 def test_sigkill_of_make_reproduce_leaves_servers_that_the_next_plan_stops(tmp_path, short_tmp):
     """A SIGKILL runs no cleanup: make, the CLI and the kernel die at once and vLLM's server (its own session) lives
     on. The next command (here `plan`) finds the registry entry whose run is gone, stops that server's process group
@@ -132,7 +107,7 @@ def test_sigkill_of_make_reproduce_leaves_servers_that_the_next_plan_stops(tmp_p
         assert not group_alive(pgid)
         gone, alive = psutil.wait_procs([p for p in family if p.is_running()], timeout=15)
         assert not alive, [p.cmdline() for p in alive]
-        assert list(tmp.glob("iw-*")) == []
+        assert list(tmp.glob("iw-*")) == [] and list((state / "servers").glob("*.json")) == []
     finally:  # a failed run leaves nothing behind either: what it started, orphans included, is killed
         _kill([psutil.Process(make.pid)] if make.poll() is None else [])
         _kill([*family, *psutil.Process().children(recursive=True)])

@@ -7,7 +7,6 @@ and reference), never into the repo's data/runs.
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import socket
@@ -22,8 +21,8 @@ import pytest
 from inference_wall.records import store
 from inference_wall.errors import LogParseError
 from inference_wall.records.logs import parse_startup
-from inference_wall.parts import p01, p03
-from inference_wall.run.server import REGISTRY, ServerSpec, ServerStartError, VllmServer
+from inference_wall.parts import p03
+from inference_wall.run.server import ServerSpec, ServerStartError, VllmServer, group_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
@@ -77,8 +76,8 @@ def make_data_dir(path: Path) -> Path:
     return path
 
 
-def cli(*args, data_dir: Path, **kw) -> subprocess.Popen:
-    env = {**os.environ, "VLLM_PYTHON": str(VLLM_PY)}
+def cli(*args, data_dir: Path, env: dict | None = None, **kw) -> subprocess.Popen:
+    env = {**(env or os.environ), "VLLM_PYTHON": str(VLLM_PY)}
     return subprocess.Popen([sys.executable, "-m", "inference_wall", *args, "--data-dir", str(data_dir)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
@@ -103,15 +102,129 @@ FAKE_SECRETS = {"HF_TOKEN": "hf_FAKEfakeFAKEfake-cpu-e2e-0123", "MY_SERVICE_PASS
                 "AWS_SECRET_ACCESS_KEY": "fake/aws/secret/cpu-e2e/0123"}
 
 
+def _fresh(path: Path, since: float):
+    """`path` once a step has written it anew (a resumed point's folder still holds the earlier step's files)."""
+    return lambda: path.exists() and path.stat().st_mtime >= since
+
+
 @pytest.fixture(scope="module")
-def part3(tmp_path_factory):
-    data = make_data_dir(tmp_path_factory.mktemp("p3") / "data")
-    out = data.parent / "executed.ipynb"
-    res = subprocess.run(["make", "-s", "reproduce", "PART=3", "RIG=cpu-tiny",
-                          f"ARGS=--data-dir {data} --python {VLLM_PY} --output {out}"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, **FAKE_SECRETS})
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    return data, out
+def life(tmp_path_factory):
+    """The life of one part-3 run on cpu-tiny (caps 1 and 4) as a user may live it, with no more servers than it needs
+    (one fixture instead of four tests that each started their own, session 17):
+
+    1. `make reproduce` completes mns-001 and is stopped by SIGTERM during mns-004's first pass;
+    2. `sweep` resumes at mns-004 and is stopped by SIGINT (Ctrl-C) during its first pass;
+    3. `sweep` resumes again, and its server is SIGKILLed in the measured pass: the point fails;
+    4. `make reproduce` completes mns-004 and renders the notebook in run mode.
+
+    Every step runs with the user's secrets in its environment, and a server registry and TMPDIR of its own (a short
+    path: vLLM binds a unix socket in it). What each step left is kept for the tests below."""
+    import shutil
+    import tempfile
+
+    root = tmp_path_factory.mktemp("life")
+    data = make_data_dir(root / "data")
+    state, tmp = root / "state", Path(tempfile.mkdtemp(prefix="wall-life-"))
+    env = {**os.environ, **FAKE_SECRETS, "INFERENCE_WALL_STATE": str(state), "TMPDIR": str(tmp)}
+    rig_dir = store.rig_dir(3, "cpu-tiny", data)
+    first, last = rig_dir / "mns-001", rig_dir / "mns-004"
+    out = root / "executed.ipynb"
+    reproduce = ["make", "-s", "reproduce", "PART=3", "RIG=cpu-tiny",
+                 f"ARGS=--data-dir {data} --python {VLLM_PY} --output {out}"]
+    seen: dict = {"data": data, "out": out}
+    started: list[psutil.Process] = []
+    try:
+        # 1. SIGTERM to make: make and the CLI pass it on to the notebook's kernel, whose sweep stops and cleans up
+        with open(root / "1.out", "w") as o, open(root / "1.err", "w") as e:
+            make = subprocess.Popen(reproduce, cwd=ROOT, env=env, stdout=o, stderr=e)
+        wait_for(lambda: (last / "bench.log").exists() or make.poll() is not None, 600, "mns-004's first pass")
+        assert make.poll() is None, (root / "1.err").read_text()[-3000:]
+        (entry,) = (state / "servers").glob("*.json")
+        pgid = json.loads(entry.read_text())["pgid"]
+        family = psutil.Process(make.pid).children(recursive=True)  # the CLI, the kernel, the server and its engine
+        started += family
+        seen["term"] = {"vllm_ran": any("vllm" in " ".join(p.cmdline()) for p in family if p.is_running()),
+                        "session_tmp": [p.name for p in tmp.glob("iw-*")]}
+        make.send_signal(signal.SIGTERM)
+        make.wait(180)
+        gone, alive = psutil.wait_procs([p for p in family if p.is_running()], timeout=10)
+        seen["term"].update(returncode=make.returncode, stderr=(root / "1.err").read_text(),
+                            status=store.read_manifest(last)["status"], group_alive=group_alive(pgid),
+                            alive=[p.cmdline() for p in alive], registry=list((state / "servers").glob("*.json")),
+                            tmp_left=list(tmp.glob("iw-*")))
+        kept = (first / "manifest.json").read_bytes()
+
+        # 2. Ctrl-C (SIGINT) to the sweep
+        since = time.time()
+        sweep = cli("sweep", "--part", "3", "--rig", "cpu-tiny", "--no-progress", data_dir=data, env=env)
+        wait_for(_fresh(last / "bench.log", since), 300, "mns-004's first pass")
+        children = psutil.Process(sweep.pid).children(recursive=True)
+        started += children
+        seen["int"] = {"vllm_ran": any("vllm.entrypoints" in " ".join(c.cmdline()) for c in children)}
+        sweep.send_signal(signal.SIGINT)
+        seen["int"]["returncode"] = sweep.wait(120)
+        gone, alive = psutil.wait_procs([c for c in children if c.is_running()], timeout=30)
+        seen["int"].update(stderr=sweep.stderr.read(), status=store.read_manifest(last)["status"],
+                           alive=[c.cmdline() for c in alive])
+
+        # 3. the server killed in the measured pass (once the warm-up pass has finished)
+        since = time.time()
+        sweep = cli("sweep", "--part", "3", "--rig", "cpu-tiny", "--no-progress", data_dir=data, env=env)
+        wait_for(_fresh(last / "warmup.json", since), 300, "mns-004's measured pass")
+        started += psutil.Process(sweep.pid).children(recursive=True)
+        os.killpg(_registered_server(state / "servers", sweep.pid), signal.SIGKILL)
+        seen["kill"] = {"returncode": sweep.wait(300), "stderr": sweep.stderr.read(),
+                        "status": store.read_manifest(last)["status"],
+                        "first_kept": (first / "manifest.json").read_bytes() == kept}
+
+        # 4. the rerun completes the point, leaves the complete one as it was, and renders the page
+        res = subprocess.run(reproduce, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+        seen["rerun"] = {"stdout": res.stdout, "status": store.read_manifest(last)["status"],
+                         "first_kept": (first / "manifest.json").read_bytes() == kept}
+        yield seen
+    finally:  # a failed step leaves nothing behind either: what it started, orphans included, is killed
+        for p in [*started, *psutil.Process().children(recursive=True)]:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def part3(life):
+    """The data dir and executed notebook of the completed run."""
+    return life["data"], life["out"]
+
+
+def test_sigterm_of_make_reproduce_stops_every_server_process_and_records_the_interrupted_point(life):
+    """Before, SIGTERM reached make and the CLI only: nbclient shut the kernel down with a SIGKILL 5 s later,
+    in the middle of the sweep's cleanup, and vLLM's EngineCore outlived the run."""
+    term = life["term"]
+    assert term["vllm_ran"] and term["session_tmp"]  # a server ran, in the session's temporary folder
+    assert term["returncode"] != 0 and "interrupted by SIGTERM" in term["stderr"], term["stderr"][-3000:]
+    assert term["status"] == "interrupted"
+    assert not term["group_alive"] and not term["alive"], term["alive"]
+    assert term["registry"] == [] and term["tmp_left"] == []
+
+
+def test_sigint_stops_the_sweep_and_leaves_no_vllm_process(life):
+    sigint = life["int"]
+    assert sigint["vllm_ran"]
+    assert sigint["returncode"] == 130 and "interrupted" in sigint["stderr"], sigint["stderr"][-3000:]
+    assert sigint["status"] == "interrupted"
+    assert not sigint["alive"], sigint["alive"]
+
+
+def test_server_killed_mid_pass_marks_the_point_failed_and_a_rerun_completes_it(life):
+    kill, rerun = life["kill"], life["rerun"]
+    assert kill["returncode"] == 2, kill["stderr"][-3000:]
+    assert "point mns-004 failed" in kill["stderr"]
+    assert len([l for l in kill["stderr"].splitlines() if l.startswith("error:")]) == 1
+    assert kill["status"] == "failed" and kill["first_kept"]  # the complete point survived untouched
+    assert "done 1, already complete 1" in rerun["stdout"], rerun["stdout"][-3000:]
+    assert rerun["status"] == "complete" and rerun["first_kept"]
 
 
 def test_part3_notebook_ran_in_run_mode_and_rendered(part3):
@@ -214,72 +327,15 @@ def test_a_truncated_result_names_its_file_and_line(part3, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Part 1 through `make reproduce`: cold/warm, single stream, flood, a 2-rate sweep, decode.
-# ---------------------------------------------------------------------------------------------
-def test_part1_reproduce_runs_the_rate_sweep(tmp_path):
-    data = make_data_dir(tmp_path / "data")
-    res = subprocess.run(["make", "-s", "reproduce", "PART=1", "RIG=cpu-tiny",
-                          f"ARGS=--data-dir {data} --python {VLLM_PY} --output {tmp_path / 'p1.ipynb'}"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    rates = p01.rate_table(data, ["cpu-tiny"])
-    assert len(rates) == 3 and math.isinf(rates["offered_rate_rps"].max())  # two rates and the flood
-    view = p01.rig_view("cpu-tiny", data)
-    assert view["ceiling_rps"] > 0 and view["ceiling_tok_s"] > 0
-    cold = store.read_manifest(store.point_dir(1, "cpu-tiny", "cold-warm", data))
-    assert [p["kind"] for p in cold["passes"]] == ["cold", "warmup", "measured"]
-    assert len(view["decode"]) >= 3 and (view["decode"]["step_ms"] > 0).all()
-    assert all(math.isfinite(x) for x in (*view["fit"].intercept_ci, *view["fit"].slope_ci))
-
-
-# ---------------------------------------------------------------------------------------------
 # Faults
 # ---------------------------------------------------------------------------------------------
-def test_server_killed_mid_pass_marks_the_point_failed_and_a_rerun_completes_it(part3):
-    data, _ = part3  # its complete points must survive everything below untouched
-    rig_dir = store.rig_dir(3, "cpu-tiny", data)
-    kept = {p.name: (p / "manifest.json").read_bytes() for p in rig_dir.iterdir() if p.is_dir()}
-    caps = sorted({int(n.split("-")[-1]) for n in kept} | {2})
-
-    sweep = cli("sweep", "--part", "3", "--rig", "cpu-tiny", "--set", f"caps={caps}", "--no-progress", data_dir=data)
-    # Once the warm-up pass has finished, the measured pass is under way: SIGKILL the server's group.
-    wait_for(lambda: (rig_dir / "mns-002" / "warmup.json").exists(), 300, "the measured pass")
-    os.killpg(_registered_server(sweep.pid), signal.SIGKILL)
-    assert sweep.wait(300) == 2
-    err = sweep.stderr.read()
-    assert "point mns-002 failed" in err and len([l for l in err.splitlines() if l.startswith("error:")]) == 1
-    assert store.read_manifest(rig_dir / "mns-002")["status"] == "failed"
-    assert all((rig_dir / n / "manifest.json").read_bytes() == b for n, b in kept.items())
-
-    rerun = cli("sweep", "--part", "3", "--rig", "cpu-tiny", "--set", f"caps={caps}", "--no-progress", data_dir=data)
-    assert rerun.wait(600) == 0, rerun.stderr.read()[-2000:]
-    assert f"done 1, already complete {len(kept)}" in rerun.stdout.read()
-    assert store.read_manifest(rig_dir / "mns-002")["status"] == "complete"
-    assert all((rig_dir / n / "manifest.json").read_bytes() == b for n, b in kept.items())
-
-
-def _registered_server(owner_pid: int) -> int:
+def _registered_server(registry: Path, owner_pid: int) -> int:
     """The process group of the server that the sweep `owner_pid` started (from the server registry)."""
-    for entry in REGISTRY.glob("*.json"):
+    for entry in registry.glob("*.json"):
         info = json.loads(entry.read_text())
         if info.get("owner_pid") == owner_pid:
             return info["pgid"]
     raise AssertionError("no registered server belongs to the sweep")
-
-
-def test_sigint_stops_the_sweep_and_leaves_no_vllm_process(tmp_path):
-    data = make_data_dir(tmp_path / "data")
-    rig_dir = store.rig_dir(3, "cpu-tiny", data)
-    sweep = cli("sweep", "--part", "3", "--rig", "cpu-tiny", "--set", "caps=[2]", "--no-progress", data_dir=data)
-    wait_for(lambda: (rig_dir / "mns-002" / "bench.log").exists(), 300, "the first pass")
-    children = psutil.Process(sweep.pid).children(recursive=True)
-    assert any("vllm.entrypoints" in " ".join(c.cmdline()) for c in children)
-    sweep.send_signal(signal.SIGINT)
-    assert sweep.wait(120) == 130
-    assert "interrupted" in sweep.stderr.read()
-    assert store.read_manifest(rig_dir / "mns-002")["status"] == "interrupted"
-    gone, alive = psutil.wait_procs([c for c in children if c.is_running()], timeout=30)
-    assert not alive, [c.cmdline() for c in alive]
 
 
 def test_a_server_that_cannot_start_fails_fast_with_the_log_tail(tmp_path):
@@ -354,8 +410,8 @@ def test_a_pass_that_hangs_is_cut_at_its_timeout_and_leaves_no_process(tmp_path)
         forks = BenchForkServer(str(VLLM_PY), {}, tmp_path / "fork.log")
         forks.wait_ready()
         family = [forks.proc.pid]
-        with pytest.raises(BenchError, match="exceeded 15 s"):  # cut by its own timeout, not the test's
+        with pytest.raises(BenchError, match="exceeded 5 s"):  # cut by its own timeout, not the test's
             run_pass(str(VLLM_PY), url, model.model, model.tokenizer, Workload(8, 4), PassSpec(num_prompts=2),
-                     tmp_path / "r.json", tmp_path / "b.log", timeout_s=15, fork_server=forks)
+                     tmp_path / "r.json", tmp_path / "b.log", timeout_s=5, fork_server=forks)
         assert forks.proc.poll() is not None  # the fork server and the pass in flight are gone
         assert not [p for p in vllm_processes() if p.pid in family or p.ppid() in family]
