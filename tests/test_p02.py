@@ -313,6 +313,9 @@ def test_reduced_plan_end_to_end(tmp_path):
     # prompt, sent at 2.02 s, froze none (at 4 a second and 32 tokens: none in about 1 run in 8). At 6 a second and
     # 192 tokens (about 2 s each) the offered load is above the cap of 8 (cpu-tiny's part-2 profile): a queue forms
     # within the first seconds, so the cap's streams are decoding whenever the prompt is sent.
+    # 96 tokens at 6 a second (about 6 streams, below the cap, and a test 37 s shorter alone) froze none in session 17's
+    # clean-clone run: on the loaded machine the requests ran in groups that started and ended together (first-token
+    # times repeated five at a time) and none was decoding when the prompt was sent, as at 64.
     # The long prompt's own output is 2 tokens (the rig's 8 made the profiler's window 6 s on the CPU build, and vLLM
     # took 35 s to write its trace; at 2 tokens, 2 s and 17 s).
     overrides = {"prompt_lens": [384], "budgets": [0], "injections": 1, "solo": 1, "first_after_s": 2.0, "output_len": 192,
