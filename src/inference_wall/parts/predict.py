@@ -294,10 +294,11 @@ def _gib(text: str | None) -> float:
     return float(value) * {"MiB": 1 / 1024, "GiB": 1.0}[unit]
 
 
-def overhead(preset: str, max_num_seqs: int, data_dir=None, rig: str = RIG) -> tuple[float, float, str]:
-    """(overhead GiB, weights GiB, source): util x total - weights - KV pool, from the latest start on `rig` of
-    `preset` with this max_num_seqs and no pool-sizing or profile-sizing flags (else the latest start of `preset`
-    at all, named)."""
+def start_memory(preset: str, max_num_seqs: int, data_dir=None, rig: str = RIG) -> dict:
+    """The memory of the latest start on `rig` of `preset` with this max_num_seqs and no pool-sizing or
+    profile-sizing flags (else the latest start of `preset` at all, named): its gpu_memory_utilization, the driver's
+    total (GiB), the weights and the KV pool it logged, and the non-KV overhead util x total - weights - KV pool.
+    Every value NaN (and the source says so) where no such start logged its memory."""
     from ..records.logs import parse_startup
     from ..records.serversetup import setup_from_log
     from ..records.store import read_artefact
@@ -314,10 +315,19 @@ def overhead(preset: str, max_num_seqs: int, data_dir=None, rig: str = RIG) -> t
             over = util * total - rep.weights_gib - rep.kv_cache_gib
             where = f"{s['dir'].parent.parent.name}/{s['dir'].name}"
             note = "" if same else f" (no start at max_num_seqs {max_num_seqs}: this one ran {s['max_num_seqs']})"
-            return over, float(rep.weights_gib), (f"measured on {rig}: {where}'s log, {util:g} x {total:.2f} GiB - "
-                                                  f"{rep.weights_gib:g} GiB weights - {rep.kv_cache_gib:g} GiB KV"
-                                                  + note)
-    return math.nan, math.nan, f"no start of {preset} on {rig} logged its memory"
+            return {"overhead_gib": over, "weights_gib": float(rep.weights_gib), "utilization": float(util),
+                    "total_gib": total, "kv_gib": float(rep.kv_cache_gib),
+                    "source": (f"measured on {rig}: {where}'s log, {util:g} x {total:.2f} GiB - "
+                               f"{rep.weights_gib:g} GiB weights - {rep.kv_cache_gib:g} GiB KV" + note)}
+    nan = math.nan
+    return {"overhead_gib": nan, "weights_gib": nan, "utilization": nan, "total_gib": nan, "kv_gib": nan,
+            "source": f"no start of {preset} on {rig} logged its memory"}
+
+
+def overhead(preset: str, max_num_seqs: int, data_dir=None, rig: str = RIG) -> tuple[float, float, str]:
+    """(overhead GiB, weights GiB, source) of start_memory."""
+    m = start_memory(preset, max_num_seqs, data_dir, rig)
+    return m["overhead_gib"], m["weights_gib"], m["source"]
 
 
 def memory_ratio(view: dict, gpus_: dict[str, Gpu], data_dir=None) -> float:
@@ -792,3 +802,78 @@ def build(data_dir=None, rig: str = RIG) -> dict:
 
     tables = p00.page_tables(data_dir, [rig])
     return page(p00.rig_view(rig, tables, None, data_dir), data_dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# A prediction frozen before a GPU is measured (data/predictions/<gpu>.csv)
+# ---------------------------------------------------------------------------------------------
+
+FROZEN_BATCHES = (1, 8, 64, 256, 1024)  # the decode steps a frozen prediction states (part 0's decode points)
+FROZEN_CAPS = (1, 4, 16, 64, 256)  # the floods it states (part 3's series caps)
+FROZEN_COLUMNS = ["gpu", "model", "quantity", "batch", "cap", "context_tokens", "utilization", "predicted", "unit",
+                  "how"]
+
+
+def prediction_rows(gpu_key: str, data_dir=None, rig: str = RIG) -> pd.DataFrame:
+    """Everything the step model says today about the datasheet GPU `gpu_key`, one row per quantity and series
+    model whose weights fit: the your-GPU table's row (single stream, decode ceiling at the batch a flood reaches,
+    KV admission at the series' gpu_memory_utilization, the batch where an added sequence stops paying); the KV
+    admission at the utilization the rig's own starts logged (what a start of the same stack on that GPU will use);
+    the decode step at FROZEN_BATCHES at part 0's decode context (its decode points' mean context), with and without
+    asynchronous scheduling (the 4B); the flood's output at FROZEN_CAPS at the series' lengths and its
+    pure-decode ceiling. `how` says which function of this module gave the number. Nothing here is measured on the
+    target: the model reads the h200's runs and the target's datasheet row only."""
+    from . import p00
+
+    gpus_ = gpus(data_dir)
+    if gpu_key not in gpus_:
+        raise UserError(f"no datasheet row {gpu_key!r} in data/reference/gpus/datasheets.csv; rows: "
+                        f"{', '.join(gpus_)}")
+    g = gpus_[gpu_key]
+    view = p00.rig_view(rig, p00.page_tables(data_dir, [rig]), None, data_dir)
+    models = step_models(view, data_dir, gpus_)
+    ratio = memory_ratio(view, gpus_, data_dir)
+    w = _workload(data_dir)
+    n_in, n_out = w["input_len"], w["output_len"]
+    ctx, tokens = n_in + n_out / 2, n_in + n_out
+    pts = view["points"]
+    rows: list[dict] = []
+
+    def add(v, quantity, predicted, unit, how, batch=None, cap=None, context=None, util=None):
+        rows.append({"gpu": g.key, "model": MODEL_LABELS.get(v, v), "quantity": quantity, "batch": batch, "cap": cap,
+                     "context_tokens": context, "utilization": util, "predicted": float(predicted), "unit": unit,
+                     "how": how})
+
+    table = gpu_table(models, {g.key: g}, ratio, data_dir).set_index("model")
+    for v, m in models.items():
+        label = MODEL_LABELS.get(v, v)
+        if label not in table.index:
+            add(v, "fits (1 = yes)", 0, "", "gpu_table: no KV page left after the weights and overhead")
+            continue
+        r = table.loc[label]
+        add(v, "single stream", r.itl_ms, "ms per token", "gpu_table itl_ms", batch=1, context=ctx)
+        add(v, "decode ceiling", r.decode_ceiling_tok_s, "tok/s", "gpu_table decode_ceiling_tok_s",
+            batch=int(r.ceiling_batch), context=ctx)
+        add(v, "KV admission", r.kv_admission, "sequences", f"gpu_table kv_admission ({n_in}+{n_out} tokens)",
+            util=w["utilization"])
+        add(v, "added sequence stops paying", r.stop_paying_batch, "batch", "gpu_table stop_paying_batch",
+            context=ctx)
+        start = start_memory(m.preset, w["max_num_seqs"], data_dir, rig)
+        if start["utilization"] == start["utilization"]:
+            add(v, "KV admission", m.admission(m.usable_gib(g, ratio), start["utilization"], tokens), "sequences",
+                f"StepModel.admission ({n_in}+{n_out} tokens) at the utilization {rig}'s start logged",
+                util=start["utilization"])
+        dctx = float(pts[(pts["variant"] == v) & (pts["kind"] == "decode")]["context"].iloc[0])
+        sync = step_model(view, v, gpus_, data_dir, w["max_num_seqs"], (m.prefill_rate, m.prefill_source),
+                          sync=True) if v == "4b" else None
+        for b in FROZEN_BATCHES:
+            add(v, "decode step", m.step(g, b, dctx), "ms", "StepModel.step", batch=b, context=dctx)
+            if sync is not None:
+                add(v, "decode step, async scheduling off", sync.step(g, b, dctx), "ms", "StepModel.step (sync=True)",
+                    batch=b, context=dctx)
+        adm = int(r.kv_admission)
+        for cap in FROZEN_CAPS:
+            bb = min(cap, adm)
+            add(v, "flood output", m.flood(g, bb, n_in, n_out)["tok_s"], "tok/s",
+                f"StepModel.flood at min(cap, KV admission) = {bb}", batch=bb, cap=cap, context=ctx)
+    return pd.DataFrame(rows, columns=FROZEN_COLUMNS)
