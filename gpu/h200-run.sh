@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# On the offline H200 host, after the staged vLLM is installed (../shared/gpu/README.md):
+# On the offline H200 or H100 host, after the staged vLLM is installed (../shared/gpu/README.md):
 # set the environment, run `make reproduce` for each part with a shared time budget, and pack
 # what came out into $OUT (at most 8 files come back: one archive of the raw runs, the autotune
 # cache, the logs).
 #
 #   bash gpu/h200-run.sh "3 1" 8      # parts 3 then 1 on rig h200, stop starting new points after ~8 minutes
 #   bash gpu/h200-run.sh "3:h200-a10g-kv:mns-256 1:h200-a10g-kv" 8   # PART[:RIG[:POINT,POINT...]] items
+#   RIG=h100 bash gpu/h200-run.sh "0 3" 8   # the default rig of items that name none (the rig's profile refuses another GPU)
 set -uo pipefail
 PARTS=${1:?parts, e.g. "3 1" or "3:h200:mns-064,mns-512"}
 BUDGET_MIN=${2:?budget in minutes}
@@ -26,7 +27,11 @@ mkdir -p "$W/autotune"
 export PYTHONPATH=$PWD/gpu/triton_autotune_cache:/opt/wallsite
 export WALL_AUTOTUNE_DIR=$W/autotune WALL_AUTOTUNE_LOG=$W/autotune.log
 export TRITON_CACHE_DIR=$W/triton VLLM_CACHE_ROOT=$W/vllm
-[ -f gpu/cache/autotune.tar ] && tar -C "$W/autotune" -xf gpu/cache/autotune.tar
+# Each GPU keeps its own tuning: the H100 and the H200 are both sm_90, so Triton would reuse the other's choices.
+# gpu/cache/autotune.tar is the h200's; another rig's is gpu/cache/autotune-<rig>.tar (none before its first call).
+RIG=${RIG:-h200}
+TUNED=gpu/cache/autotune.tar; [ "$RIG" = h200 ] || TUNED=gpu/cache/autotune-$RIG.tar
+[ -f "$TUNED" ] && tar -C "$W/autotune" -xf "$TUNED"
 
 # GPU clocks, power and temperature once a second for the whole call, a row per GPU with its index (gpu-samples.csv comes back with the
 # runs): whether a slow session ran at lower clocks is then in the record, not a guess.
@@ -40,7 +45,7 @@ kill -0 "$smi_pid" 2>/dev/null || { nvidia-smi --query-gpu=timestamp,index,clock
 stamp=$(mktemp); status=0
 for item in $PARTS; do
   IFS=: read -r part rig points <<< "$item"
-  rig=${rig:-h200}
+  rig=${rig:-$RIG}
   # the minutes left to a tenth (--budget-min takes a fraction): rounding down to whole minutes cost every call
   # of session 6 up to a minute of the sweep's budget
   left_s=$(( end - $(date +%s) ))
@@ -56,7 +61,7 @@ tar -C "$W/autotune" -cf "$OUT/autotune.tar" .
 cp "$W/autotune.log" "$OUT/" 2>/dev/null
 # only the points this call wrote (a file comes back only under 16 MiB; packing every committed point
 # as well once made the archive too large and lost a whole call's points)
-find data/runs/*/h200* -name manifest.json -newer "$stamp" -printf '%h\n' 2>/dev/null | sort > "$OUT/points.txt"
+find data/runs/*/* -name manifest.json -newer "$stamp" -printf '%h\n' 2>/dev/null | sort > "$OUT/points.txt"
 tar -czf "$OUT/runs.tgz" -T "$OUT/points.txt"
 ls -l "$OUT/runs.tgz"; [ "$(stat -c %s "$OUT/runs.tgz")" -lt 16000000 ] || echo "h200-run: WARNING runs.tgz is over 16 MB and will not come back"
 du -sh "$W"/* 2>/dev/null

@@ -29,3 +29,59 @@ def test_a_prediction_states_every_quantity_the_validation_compares_for_each_mod
 def test_a_gpu_without_a_datasheet_row_is_refused_by_name():
     with pytest.raises(UserError, match="no datasheet row 'h101'"):
         predict.prediction_rows("h101")
+
+
+# --- frozen files: older than every run of their GPU's rig, and never changed since ------------------------------
+
+import json
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+
+from inference_wall.run.rig import known_profiles, load_profile
+from inference_wall.schema import DATA_DIR, REPO
+
+FROZEN = sorted((Path(DATA_DIR) / "predictions").glob("*.csv"))
+
+
+def _git(*args):
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+
+
+@pytest.fixture(scope="module")
+def history():
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout: the order of commits cannot be read")
+    if _git("rev-parse", "--is-shallow-repository") == ["true"]:
+        pytest.skip("a shallow clone: the frozen files' first commits are not in it")
+    return _git
+
+
+def _rig_manifests(datasheet):
+    rigs = [r for r in known_profiles() if load_profile(r).datasheet == datasheet]
+    return [m for r in rigs for m in sorted(Path(DATA_DIR, "runs").glob(f"*/{r}/*/manifest.json"))]
+
+
+def test_there_is_a_frozen_prediction_for_the_h100():
+    assert [p.stem for p in FROZEN] == ["h100-sxm"]
+
+
+@pytest.mark.parametrize("frozen", FROZEN, ids=lambda p: p.stem)
+def test_a_frozen_prediction_was_committed_once_and_before_any_run_of_its_gpu(frozen, history):
+    rel = str(frozen.relative_to(REPO))
+    commits = history("log", "--format=%H", "--", rel)
+    assert len(commits) == 1, f"{rel} was changed after it was frozen: {commits}"
+    frozen_at = int(history("show", "-s", "--format=%ct", commits[0])[0])
+    rows = pd.read_csv(frozen)
+    model_commit = rows["model_commit"].iloc[0]
+    # the model it names is an ancestor of the freeze and its time is the one the file states
+    subprocess.run(["git", "merge-base", "--is-ancestor", model_commit, commits[0]], cwd=REPO, check=True)
+    assert int(rows["model_commit_time"].iloc[0]) <= frozen_at
+    for man in _rig_manifests(frozen.stem):
+        added = history("log", "--diff-filter=A", "--format=%H", "--", str(man.relative_to(REPO)))
+        for c in added:  # every commit that added a run of this GPU descends from the freeze
+            assert subprocess.run(["git", "merge-base", "--is-ancestor", commits[0], c], cwd=REPO).returncode == 0, \
+                f"{man} was committed before {rel}"
+        started = (json.loads(man.read_text()).get("session") or {}).get("server_started")
+        assert started and started > frozen_at, f"{man}'s server started before {rel} was committed"

@@ -57,3 +57,26 @@ def test_the_rigs_page_rows_never_hold_a_secret_of_a_profile(tmp_path):
     assert row["serve_args"] == "--api-key <redacted> --enforce-eager"
     assert row["env"] == "HF_TOKEN=<redacted> OMP_NUM_THREADS=2"
     assert token not in json.dumps(row) and key not in json.dumps(row)
+
+
+def test_a_rig_that_names_its_gpu_refuses_another_gpu_before_any_server_starts():
+    from inference_wall.errors import UserError
+    from inference_wall.run.rig import RigProfile, check_gpu
+
+    h100 = RigProfile(name="h100", gpu_name="H100")
+    check_gpu(h100, {"gpu": {"name": "NVIDIA H100 80GB HBM3"}})
+    with pytest.raises(UserError, match="rig h100 is a H100 .* this machine has NVIDIA H200"):
+        check_gpu(h100, {"gpu": {"name": "NVIDIA H200"}})
+    with pytest.raises(UserError, match="has no NVIDIA GPU"):
+        check_gpu(h100, {"cpu_count": 2})
+    check_gpu(RigProfile(name="my-a10g"), {"cpu_count": 2})  # a rig that names no GPU takes any machine
+
+
+def test_the_measured_gpu_rigs_name_their_gpu_and_datasheet_row():
+    from inference_wall.records.reference import gpu_datasheets
+    from inference_wall.run.rig import load_profile
+
+    keys = set(gpu_datasheets()["key"])
+    for rig, name in (("h200", "H200"), ("h100", "H100")):
+        p = load_profile(rig)
+        assert p.gpu_name == name and p.datasheet in keys

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..run.bench import Workload
 from ..errors import UserError
 from ..model.modelkit import model_spec, prepare_model
-from ..run.rig import RigProfile, capture, load_profile
+from ..run.rig import RigProfile, capture, check_gpu, load_profile
 from .runrequest import RunRequest
 from ..run.server import vllm_python
 from ..records.store import DATA_DIR, REPO, check_run_rig, part_name, rig_dir, write_json_atomic
@@ -142,6 +142,7 @@ def run_request(request: RunRequest, progress: bool = True, measure_bandwidth: b
     models = {pre: prepare_model(pre, REPO / "_build" / "models" / f"{pre}-{profile.model_source}",
                                  source=profile.model_source, data_dir=request.data_dir) for pre in presets}
     rig_info = capture(python, bandwidth=measure_bandwidth, env=profile.env)
+    check_gpu(profile, rig_info)
     rig_info["captured"] = time.time()
     ctx = SweepContext(part=request.part, rig=profile, rig_dir=request.rig_dir, python=python,
                        models=models, workload=Workload(params["input_len"], params["output_len"]),

@@ -33,6 +33,8 @@ class RigProfile:
     repeat_of: str | None = None  # another run of that rig (same host and stack): compared on the rigs page
     emulates: str | None = None  # an emulation rig: the property of another GPU it reproduces, in words
     does_not_emulate: list[str] = field(default_factory=list)  # what it cannot reproduce (bandwidth, compute)
+    gpu_name: str | None = None  # what nvidia-smi's name must contain: a run on another GPU is refused
+    datasheet: str | None = None  # the GPU's row in data/reference/gpus/datasheets.csv
     has_profile: bool = False
 
     def for_part(self, part_name: str) -> dict:
@@ -66,6 +68,11 @@ PROFILE_SCHEMA = {
         "emulates": {"type": ["string", "null"],
                      "description": "an emulation rig: which property of another GPU it reproduces, and how"},
         "does_not_emulate": {**_STRINGS, "description": "what an emulation rig cannot reproduce (bandwidth, compute)"},
+        "gpu_name": {"type": "string", "minLength": 1,
+                     "description": "what the GPU's name (nvidia-smi) must contain: a run on any other GPU is "
+                                    "refused before a server starts"},
+        "datasheet": {"type": "string", "minLength": 1,
+                      "description": "the GPU's row (key) in data/reference/gpus/datasheets.csv"},
     },
 }
 PROFILE_KEYS = set(PROFILE_SCHEMA["properties"]) - {"name"}
@@ -212,6 +219,17 @@ def capture(python: str, bandwidth: bool = True, env: dict | None = None) -> dic
     except (OSError, subprocess.TimeoutExpired, ValueError):
         info["probe_error"] = "probe failed"
     return info
+
+
+def check_gpu(profile: RigProfile, info: dict) -> None:
+    """Refuse a capture (rig_info) whose GPU is not the one the profile names (`gpu_name`), in one line, before
+    any server starts: a run on another GPU would be filed under this rig's name."""
+    if not profile.gpu_name:
+        return
+    seen = (info.get("gpu") or {}).get("name") or info.get("gpu_name_torch")
+    if not seen or profile.gpu_name.lower() not in str(seen).lower():
+        raise UserError(f"rig {profile.name} is a {profile.gpu_name} (data/rigs/{profile.name}.json) but this machine "
+                        f"has {seen or 'no NVIDIA GPU'}: run it as another rig (RIG=<name>)")
 
 
 def rigs_overview(data_dir: Path | None = None) -> list[dict]:
