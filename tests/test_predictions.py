@@ -85,3 +85,51 @@ def test_a_frozen_prediction_was_committed_once_and_before_any_run_of_its_gpu(fr
                 f"{man} was committed before {rel}"
         started = (json.loads(man.read_text()).get("session") or {}).get("server_started")
         assert started and started > frozen_at, f"{man}'s server started before {rel} was committed"
+
+
+# --- the frozen prediction against what its GPU measured (parts/validation.py) ----------------------------------
+
+@pytest.fixture(scope="module")
+def h200_as_if_frozen(tmp_path_factory):
+    """A data dir with the committed runs and a prediction for the h200's own datasheet row written as a frozen
+    file would be (in sample: only to exercise the join on real measurements)."""
+    import os
+
+    tmp = tmp_path_factory.mktemp("data")
+    for d in ("runs", "models", "reference", "rigs"):
+        os.symlink(Path(DATA_DIR) / d, tmp / d)
+    (tmp / "predictions").mkdir()
+    rows = predict.prediction_rows("h200-sxm", tmp)
+    rows.assign(model_commit="0" * 40, model_commit_time=0).to_csv(tmp / "predictions" / "h200-sxm.csv", index=False)
+    return tmp, rows
+
+
+def test_the_validation_joins_each_measured_quantity_to_its_frozen_row(h200_as_if_frozen):
+    from inference_wall.parts import p00, validation
+
+    tmp, rows = h200_as_if_frozen
+    val = validation.table("h200", tmp)
+    view = p00.rig_view("h200", p00.page_tables(tmp, ["h200"]), None, tmp)
+    curve = view["curve"].set_index(["variant", "batch"])["step_ms"]
+    r = val[(val["model"] == "4B") & (val["quantity"] == "decode step") & (val["batch"] == 64)].iloc[0]
+    frozen = rows[(rows["model"] == "4B") & (rows["quantity"] == "decode step") & (rows["batch"] == 64)]
+    assert r.measured == pytest.approx(curve[("4b", 64)])
+    assert r.predicted == pytest.approx(float(frozen["predicted"].iloc[0]), rel=1e-9)
+    assert r.error_pct == pytest.approx(100 * (r.predicted - r.measured) / r.measured)
+    # a flood is shown twice, whole pass and steady window, against the one prediction
+    flood = val[(val["model"] == "4B") & (val["quantity"] == "flood output") & (val["cap"] == 256)]
+    assert len(flood) == 2 and flood["predicted"].nunique() == 1 and flood["measured"].nunique() == 2
+    # the admission is joined at the utilization the start logged
+    adm = val[(val["model"] == "4B") & (val["quantity"] == "KV admission")]
+    assert len(adm) == 1 and "max_num_seqs" not in adm["source"].iloc[0]
+    # no measured batch without a frozen row (512 is not one of the frozen batches)
+    assert 512 not in set(val[val["quantity"] == "decode step"]["batch"])
+    words = validation.sentences(val, validation.frozen("h200-sxm", tmp))
+    assert words[0].startswith("Before h200's first run") and "0000000000" in words[0]
+    assert "the step at batch 8" in words[1] and "nan" not in " ".join(words)
+
+
+def test_a_rig_without_a_frozen_prediction_has_no_validation_rows():
+    from inference_wall.parts import validation
+
+    assert validation.table("h200").empty and validation.table("cpu-tiny").empty

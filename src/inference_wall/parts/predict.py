@@ -316,12 +316,13 @@ def start_memory(preset: str, max_num_seqs: int, data_dir=None, rig: str = RIG) 
             where = f"{s['dir'].parent.parent.name}/{s['dir'].name}"
             note = "" if same else f" (no start at max_num_seqs {max_num_seqs}: this one ran {s['max_num_seqs']})"
             return {"overhead_gib": over, "weights_gib": float(rep.weights_gib), "utilization": float(util),
-                    "total_gib": total, "kv_gib": float(rep.kv_cache_gib),
+                    "total_gib": total, "kv_gib": float(rep.kv_cache_gib), "dir": s["dir"],
+                    "max_num_seqs": s["max_num_seqs"],
                     "source": (f"measured on {rig}: {where}'s log, {util:g} x {total:.2f} GiB - "
                                f"{rep.weights_gib:g} GiB weights - {rep.kv_cache_gib:g} GiB KV" + note)}
     nan = math.nan
     return {"overhead_gib": nan, "weights_gib": nan, "utilization": nan, "total_gib": nan, "kv_gib": nan,
-            "source": f"no start of {preset} on {rig} logged its memory"}
+            "dir": None, "max_num_seqs": None, "source": f"no start of {preset} on {rig} logged its memory"}
 
 
 def overhead(preset: str, max_num_seqs: int, data_dir=None, rig: str = RIG) -> tuple[float, float, str]:

@@ -1,0 +1,249 @@
+"""A frozen prediction against what its GPU then measured: data/predictions/<gpu>.csv beside the rig's runs.
+
+A rig whose profile names its datasheet row (`datasheet`) and whose row has a frozen prediction (written by
+scripts/freeze-prediction.py before the rig's first run, never edited) is tested here, quantity by quantity:
+
+- decode step (ms) at a batch, with and without asynchronous scheduling: part 0's untraced decode point of that
+  batch (the step's period from the engine's step counter over its pure-decode intervals, p00.step_curve);
+- single stream (ms per token): part 1's `single` point, the median inter-token latency of one request at a time;
+- decode ceiling (tok/s): batch / part 0's step at the batch the prediction names;
+- flood output (tok/s) at a cap: part 3's flood of that cap (`mns-*` for the 4B, `small-mns-*` for the 0.5B), two
+  rows: the whole pass as `vllm bench serve` reports it, and the steady window where the pass was polled and holds
+  one (the prediction adds each request's prefill to its decode, so it sits between the two when the model holds);
+- KV admission (sequences of the series' length): the pool a start of the model logged, at the utilization it ran
+  (the prediction's row of that utilization), from the start at the series' max_num_seqs where there is one (a
+  larger max_num_seqs captures more CUDA graphs and leaves a smaller pool; `source` names the start).
+
+The error is (predicted - measured) / measured. A quantity the rig has not measured yet has no row: nothing here
+guesses it. The frozen file is read as written; a later model's prediction is another column, named as such.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from ..records.store import DATA_DIR
+
+FROZEN_NAME = "frozen before the first run"
+COLUMNS = ["rig", "gpu", "model", "quantity", "batch", "cap", "predicted", "measured", "error_pct", "unit",
+           "measure", "source"]
+VARIANT_MODEL = {"4b": ("4B", "decode step"), "4b-sync": ("4B", "decode step, async scheduling off"),
+                 "0.5b": ("0.5B", "decode step"), "9b-fp16": ("9B fp16", "decode step"),
+                 "9b-int4": ("9B int4", "decode step")}
+FLOOD_MODELS = {"main": ("4B", "qwen3.5-4b"), "small": ("0.5B", "qwen2.5-0.5b")}
+
+
+def frozen(gpu_key: str, data_dir=None) -> pd.DataFrame | None:
+    """The frozen prediction for datasheet row `gpu_key` (None where there is none)."""
+    path = Path(data_dir or DATA_DIR) / "predictions" / f"{gpu_key}.csv"
+    return pd.read_csv(path, dtype={"model_commit": str}) if path.exists() else None
+
+
+def _decode_rows(rig: str, data_dir=None) -> list[dict]:
+    from . import p00
+
+    try:
+        view = p00.rig_view(rig, p00.page_tables(data_dir, [rig]), None, data_dir)
+    except (KeyError, ValueError, FileNotFoundError):
+        return []
+    curve = view.get("curve")
+    if curve is None or not len(curve):
+        return []
+    rows = []
+    for r in curve.itertuples():
+        if r.variant in VARIANT_MODEL and r.step_ms == r.step_ms:
+            model, quantity = VARIANT_MODEL[r.variant]
+            where = f"00-inside-a-step/{rig}/{p00.point_name(r.variant, 'decode', int(r.batch))}"
+            rows.append({"model": model, "quantity": quantity, "batch": int(r.batch), "measured": float(r.step_ms),
+                         "measure": "engine step counter, pure-decode intervals", "source": where})
+            if quantity == "decode step":
+                rows.append({"model": model, "quantity": "decode ceiling", "batch": int(r.batch),
+                             "measured": 1000 * r.batch / r.step_ms,
+                             "measure": "batch / the decode step", "source": where})
+    return rows
+
+
+def _single_rows(rig: str, data_dir=None) -> list[dict]:
+    from ..records.store import load_points, pass_summary
+
+    rows = []
+    for pt in load_points("01-hit-the-wall", data_dir, [rig]):
+        if pt.name == "single":
+            s = pass_summary(pt)
+            if s["itl_p50_ms"] == s["itl_p50_ms"]:
+                rows.append({"model": "4B", "quantity": "single stream", "batch": 1, "measured": s["itl_p50_ms"],
+                             "measure": "median inter-token latency, one request at a time",
+                             "source": f"01-hit-the-wall/{rig}/single"})
+    return rows
+
+
+def _flood_rows(rig: str, data_dir=None) -> list[dict]:
+    from . import p03
+
+    try:
+        table = p03.sweep_table(data_dir, [rig])
+    except (KeyError, ValueError, FileNotFoundError):
+        return []
+    rows = []
+    for r in table[table["source"] == "measured"].itertuples():
+        if r.model not in FLOOD_MODELS:
+            continue
+        steady = getattr(r, "steady_output_tok_s", math.nan)
+        for value, how in ((r.output_tok_s, "whole pass (vllm bench serve)"),
+                           (steady, "steady window (polled /metrics)")):
+            if value == value:
+                rows.append({"model": FLOOD_MODELS[r.model][0], "quantity": "flood output",
+                             "cap": int(r.max_num_seqs), "measured": float(value), "measure": how,
+                             "source": f"03-batching-cliff/{rig}/{r.point}"})
+    return rows
+
+
+def _admission_rows(rig: str, frozen_rows: pd.DataFrame, data_dir=None) -> list[dict]:
+    """The admission a start of each model logged, at the utilization it ran, at the series' lengths and
+    max_num_seqs (predict._workload) where such a start exists."""
+    from ..model.kvcache import ModelLayout, pool_from_report
+    from ..records.store import log_startup, open_artefact
+    from . import predict
+
+    w = predict._workload(data_dir)
+    tokens = w["input_len"] + w["output_len"]
+    presets = {"4B": "qwen3.5-4b", "0.5B": "qwen2.5-0.5b", "9B fp16": "qwen3.5-9b", "9B int4": "qwen3.5-9b-gptq-int4"}
+    rows = []
+    for model, preset in presets.items():
+        if model not in set(frozen_rows["model"]):
+            continue
+        start = predict.start_memory(preset, w["max_num_seqs"], data_dir, rig)
+        if start.get("dir") is None or start["utilization"] != start["utilization"]:
+            continue
+        pool = pool_from_report(log_startup(open_artefact(start["dir"], "server.log")),
+                                ModelLayout.from_preset(preset, data_dir))
+        if pool is None:
+            continue
+        rows.append({"model": model, "quantity": "KV admission", "utilization": start["utilization"],
+                     "measured": float(pool.admission_limit(tokens)),
+                     "measure": f"the logged KV pool in pages, requests of {tokens} tokens",
+                     "source": start["source"].removeprefix(f"measured on {rig}: ")})
+    return rows
+
+
+def measured_rows(rig: str, frozen_rows: pd.DataFrame, data_dir=None) -> pd.DataFrame:
+    """What `rig` measured of the quantities a frozen prediction states (see the module's docstring)."""
+    rows = (_decode_rows(rig, data_dir) + _single_rows(rig, data_dir) + _flood_rows(rig, data_dir)
+            + _admission_rows(rig, frozen_rows, data_dir))
+    return pd.DataFrame(rows, columns=["model", "quantity", "batch", "cap", "utilization", "measured", "measure",
+                                       "source"])
+
+
+def _key(frame: pd.DataFrame) -> pd.Series:
+    """The join key of a quantity: model, quantity, and the batch, cap or utilization that names it."""
+    def part(col):
+        return frame[col].map(lambda x: "" if x is None or x != x else f"{float(x):g}") if col in frame else ""
+    return frame["model"] + "|" + frame["quantity"] + "|" + part("batch") + "|" + part("cap") + "|" + part(
+        "utilization")
+
+
+def table(rig: str, data_dir=None) -> pd.DataFrame:
+    """The frozen prediction of `rig`'s GPU beside what the rig measured: one row per quantity measured, with the
+    signed error. Empty where the rig names no datasheet row, its row has no frozen prediction, or nothing of it
+    is measured yet."""
+    from ..run.rig import load_profile
+
+    key = load_profile(rig, data_dir).datasheet
+    pred = frozen(key, data_dir) if key else None
+    if pred is None:
+        return pd.DataFrame(columns=COLUMNS)
+    meas = measured_rows(rig, pred, data_dir)
+    if not len(meas):
+        return pd.DataFrame(columns=COLUMNS)
+    # the frozen decode ceiling names its batch; a flood's batch is min(cap, admission): join floods on the cap
+    pred = pred.assign(batch=pred["batch"].where(pred["quantity"] != "flood output"),
+                       utilization=pred["utilization"].where(pred["quantity"] == "KV admission"))
+    pred = pred[pred["quantity"] != "single stream"].pipe(lambda p: pd.concat(
+        [p, pred[pred["quantity"] == "single stream"].assign(batch=1.0)]))
+    meas = meas.assign(utilization=meas["utilization"].where(meas["quantity"] == "KV admission"))
+    joined = meas.assign(k=_key(meas)).merge(pred.assign(k=_key(pred))[["k", "predicted", "unit", "gpu"]], on="k")
+    joined["error_pct"] = 100 * (joined["predicted"] - joined["measured"]) / joined["measured"]
+    joined["rig"] = rig
+    return joined[COLUMNS].sort_values(["model", "quantity", "batch", "cap"]).reset_index(drop=True)
+
+
+HEADERS = {"model": "model", "quantity": "quantity", "at": "at", "predicted": "predicted (frozen)",
+           "measured": "measured", "error_pct": "error %", "measure": "measured as", "source": "run"}
+
+
+def _at(r) -> str:
+    if r.quantity == "flood output":
+        return f"cap {int(r.cap):,}"
+    if r.quantity == "KV admission":
+        return "requests of the series' length"
+    return f"batch {int(r.batch):,}" if r.batch == r.batch else ""
+
+
+def shown(val: pd.DataFrame) -> pd.DataFrame:
+    """The validation table as a reader reads it: predicted and measured at 3 significant figures with their unit,
+    the error signed."""
+    from .predict import _n, _pct
+
+    out = pd.DataFrame({
+        HEADERS["model"]: val["model"], HEADERS["quantity"]: val["quantity"],
+        HEADERS["at"]: [_at(r) for r in val.itertuples()],
+        HEADERS["predicted"]: [f"{_n(p)} {u}" for p, u in zip(val["predicted"], val["unit"])],
+        HEADERS["measured"]: [f"{_n(m)} {u}" for m, u in zip(val["measured"], val["unit"])],
+        HEADERS["error_pct"]: [_pct(e) for e in val["error_pct"]],
+        HEADERS["measure"]: val["measure"], HEADERS["source"]: val["source"]})
+    return out.reset_index(drop=True)
+
+
+def sentences(val: pd.DataFrame, frozen_rows: pd.DataFrame | None = None) -> list[str]:
+    """What a reader takes from the validation table: what was frozen when, the 4B's errors on the quantities the
+    chapter names (single stream, steps at 8, 64 and 256, the flood at cap 256, the KV admission), and the largest
+    error of all, each number from the table."""
+    from .predict import _n, _pct, join_and
+
+    if not len(val):
+        return []
+    rig, gpu = val["rig"].iloc[0], val["gpu"].iloc[0]
+    out = []
+    if frozen_rows is not None and len(frozen_rows):
+        commit = str(frozen_rows["model_commit"].iloc[0])[:12]
+        out.append(f"Before {rig}'s first run, the step model's prediction for the {gpu} datasheet row was frozen "
+                   f"(`data/predictions/{gpu}.csv`, made by commit {commit} and never edited since): what follows is "
+                   "that prediction against what the rig then measured, a test of the model on a GPU it was not "
+                   "fitted on.")
+    four = val[val["model"] == "4B"]
+    picks = []
+    for quantity, key, value, label in (("single stream", "batch", 1, "the single stream"),
+                                        ("decode step", "batch", 8, "the step at batch 8"),
+                                        ("decode step", "batch", 64, "at 64"),
+                                        ("decode step", "batch", 256, "at 256"),
+                                        ("flood output", "cap", 256, "the flood at cap 256")):
+        r = four[(four["quantity"] == quantity) & (four[key] == value)]
+        if len(r):
+            r = r.iloc[0]
+            picks.append(f"{label}, {_n(r.predicted)} {r.unit} predicted and {_n(r.measured)} measured "
+                         f"({_pct(r.error_pct)}{'; ' + r.measure if quantity == 'flood output' else ''})")
+    adm = four[four["quantity"] == "KV admission"]
+    if len(adm):
+        r = adm.iloc[0]
+        picks.append(f"the KV admission, {_n(r.predicted)} sequences predicted and {_n(r.measured)} measured "
+                     f"({_pct(r.error_pct)})")
+    if picks:
+        out.append(f"The 4B on the {rig}: {join_and(picks)}.")
+    worst = val.loc[val["error_pct"].abs().idxmax()]
+    out.append(f"The largest error of the {len(val)} quantities measured so far is the {worst.model} "
+               f"{worst.quantity} at {_at(worst)}: {_pct(worst.error_pct)}.")
+    return out
+
+
+def section(rig: str, data_dir=None) -> dict | None:
+    """What the chapter shows of `rig`'s frozen prediction: its sentences and its table as read (None where the rig
+    has no frozen prediction or has measured none of it yet)."""
+    from ..run.rig import load_profile
+
+    val = table(rig, data_dir)
+    if not len(val):
+        return None
+    key = load_profile(rig, data_dir).datasheet
+    return {"table": val, "shown": shown(val), "sentences": sentences(val, frozen(key, data_dir)), "gpu": key}
