@@ -49,10 +49,10 @@ TABLES_DIR_NAME = "tables"  # the same for each page's tables as CSV
 RIG_COLOURS: dict[str, str] = {
     PUBLISHED_RIG: "#4c78a8",  # blue: the series' own published numbers
     "h200": "#e45756",  # red
+    "h100": "#f58518",  # orange: the second measured GPU
     "cpu-tiny": "#54a24b",  # green
 }
 USER_RIG_PALETTE: tuple[str, ...] = (
-    "#f58518",  # orange
     "#b279a2",  # purple
     "#72b7b2",  # teal
     "#9d755d",  # brown
