@@ -178,7 +178,31 @@ def test_the_sentences_say_predicted_and_name_the_largest_error(result):
     missing = fit[fit["error_pct"].abs() > 20]
     assert ("misses" in said) == bool(len(missing))
     for r in missing.itertuples():
-        assert f"the {r.quantity.split(': ')[1].split(' (')[0]} term misses" in said
+        # it misses the band, at its own error (not "misses 20%")
+        assert f"the {r.quantity.split(': ')[1].split(' (')[0]} term misses the 20% band at +" in said
+        assert f"misses 20%" not in said
+
+
+def test_the_a10g_admission_is_labelled_the_books_count_and_the_posts_running_batch_is_its_own_row(result):
+    from inference_wall.records.reference import load_reference, reference_fact
+
+    a = result["a10g"]
+    adm = a[a["quantity"].str.startswith("KV admission")]
+    assert len(adm) == 2 and adm["quantity"].str.contains("the book's count of the post's memory report").all()
+    run = a[a["quantity"].str.startswith("running batch under a flood")].iloc[0]
+    assert run.published == reference_fact(load_reference(1), "running_batch_flood")
+    assert "the post's own figure" in run.quantity
+
+
+def test_the_a10g_prefill_figure_is_named_and_its_10pct_sensitivity_shown(result):
+    from inference_wall.records.reference import load_reference, reference_fact
+
+    sens = result["prefill_sensitivity"]
+    assert sens["tflops"] == reference_fact(load_reference(1), "a10g_fp16_peak")
+    for r in sens["rows"]:  # a slower tensor core can only slow a flood, a faster one only speed it up
+        assert r["lower"] < r["at"] < r["higher"]
+    words = result["prefill_words"]
+    assert f"{sens['tflops']:g} TFLOP/s that part 1's post quotes" in words and "10% lower" in words
 
 
 def test_datasheets_dense_from_sparse_and_the_a10g_from_the_post(gpus):

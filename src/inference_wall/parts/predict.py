@@ -564,15 +564,57 @@ def a10g_table(models: dict[str, StepModel], gpus_: dict[str, Gpu], ratio: float
             small.flood(g, sb, n_in, n_out)["tok_s"] / small.flood(g, lo_cap, n_in, n_out)["tok_s"],
             reference_fact(ref3, "small_model_batching_lift"), _flood_parts(small, g, sb, n_in, n_out),
             "03 facts small_model_batching_lift")
+    # The post prints no admission limit: its memory report's pool (83.7x of 2,048 tokens) counted in this model's
+    # pages is the book's count, and the post's own figure is the running batch it saw under a flood ("~145").
     published_adm = published_pool(data_dir).admission_limit(tokens)
-    add(f"KV admission, {n_in}+{n_out} tokens (seqs)", adm, published_adm,
+    add(f"KV admission, {n_in}+{n_out} tokens (seqs; the 'published' figure is the book's count of the post's "
+        "memory report)", adm, published_adm,
         f"datasheet memory {memory:.2f} GiB x {w['utilization']:g} - weights {m.weights_gib:g} GiB - overhead "
         f"{m.overhead_gib:.2f} GiB (h200 log), pages of {m.pages_bytes(tokens) / 1e6:.1f} MB a sequence",
         "01 memory_report via p01.published_pool")
-    add(f"KV admission, {n_in}+{n_out} tokens, from the post's usable memory (seqs)", adm_usable, published_adm,
+    add(f"KV admission, {n_in}+{n_out} tokens, from the post's usable memory (seqs; the book's count of the post's "
+        "memory report)", adm_usable, published_adm,
         f"the post's usable {usable:g} GB read as GiB, x {w['utilization']:g}, the same weights, overhead and pages",
         "01 facts gpu_memory_usable; memory_report via p01.published_pool")
+    add(f"running batch under a flood at cap {cap_top} (seqs; the post's own figure)", run,
+        reference_fact(ref1, "running_batch_flood"),
+        f"min(max_num_seqs {cap_top}, the predicted admission {adm})", "01 facts running_batch_flood")
     return pd.DataFrame(rows)
+
+
+def prefill_sensitivity(models: dict[str, StepModel], gpus_: dict[str, Gpu], ratio: float, data_dir=None,
+                        change: float = 0.10, key: str = "a10g") -> dict:
+    """How the 4B's predicted floods on `key` move when its tensor TFLOP/s is `change` lower or higher: the
+    prefill term (and the matmuls' per-sequence growth) rest on that one figure, which for the A10G is the post's
+    quoted spec, not a datasheet's. {"tflops", "source", "rows": [{cap, at, lower, higher, lower_pct, higher_pct}]}."""
+    from dataclasses import replace
+
+    m, g = models["4b"], gpus_[key]
+    w = _workload(data_dir)
+    tokens = w["input_len"] + w["output_len"]
+    adm = m.admission(m.usable_gib(g, ratio), w["utilization"], tokens)
+    caps = load_reference(3, data_dir)["mns_sweep"]["max_num_seqs"].astype(int).tolist()
+    rows = []
+    for cap in caps:
+        b = min(cap, adm) if adm else cap
+        at = m.flood(g, b, w["input_len"], w["output_len"])["tok_s"]
+        lo, hi = (m.flood(replace(g, tflops=g.tflops * f), b, w["input_len"], w["output_len"])["tok_s"]
+                  for f in (1 - change, 1 + change))
+        rows.append({"cap": cap, "at": at, "lower": lo, "higher": hi, "lower_pct": 100 * (lo - at) / at,
+                     "higher_pct": 100 * (hi - at) / at})
+    return {"tflops": g.tflops, "source": g.tflops_source, "change_pct": 100 * change, "rows": rows}
+
+
+def prefill_sensitivity_words(sens: dict) -> str:
+    """One sentence: where the A10G's tensor figure comes from and how far the floods move with it."""
+    rows = sens["rows"]
+    lo = min(r["lower_pct"] for r in rows), max(r["lower_pct"] for r in rows)
+    hi = min(r["higher_pct"] for r in rows), max(r["higher_pct"] for r in rows)
+    caps = join_and([f"{r['cap']:,}" for r in rows])
+    return (f"Every A10G prediction's prefill term rests on the {sens['tflops']:g} TFLOP/s that part 1's post "
+            f"quotes, not on a datasheet figure (NVIDIA publishes none for the A10G): were it {sens['change_pct']:g}% "
+            f"lower, the predicted floods at caps {caps} would fall by {_n(-lo[1])}% to {_n(-lo[0])}%; "
+            f"{sens['change_pct']:g}% higher, they would rise by {_n(hi[0])}% to {_n(hi[1])}%.")
 
 
 def gpu_table(models: dict[str, StepModel], gpus_: dict[str, Gpu], ratio: float, data_dir=None) -> pd.DataFrame:
@@ -679,9 +721,10 @@ def sentences(a10g: pd.DataFrame, table: pd.DataFrame, h200: pd.DataFrame) -> li
         said = " and ".join(f"{r.quantity.split(': ')[1].split(' (')[0]} {_n(r.predicted)} ms against the "
                             f"post's {_pub(r.published)} ({_pct(r.error_pct)})" for r in fit.itertuples())
         verdict = (f"both within {FIT_BAND_PCT:g}%" if not len(miss) else
-                   " ".join(f"the {r.quantity.split(': ')[1].split(' (')[0]} term misses {FIT_BAND_PCT:g}% (its "
-                            f"largest share: {r.carried_by.split(';')[0]}); the bandwidth the model gives the A10G and its H200-"
-                            "measured idle growth are the candidates, not measured on an A10G" for r in miss.itertuples()))
+                   " ".join(f"the {r.quantity.split(': ')[1].split(' (')[0]} term misses the {FIT_BAND_PCT:g}% band "
+                            f"at {_pct(r.error_pct)} (its largest share: {r.carried_by.split(';')[0]}); the bandwidth "
+                            "the model gives the A10G and its H200-measured idle growth are the candidates, not "
+                            "measured on an A10G" for r in miss.itertuples()))
         out.append(f"The predicted step fit on the A10G: {said}; {verdict}.")
     main = h200[(h200["model"] == MODEL_LABELS["4b"])].dropna(subset=["error_pct"])
     if len(main):
@@ -791,7 +834,9 @@ def page(view: dict, data_dir=None) -> dict:
     a10g = a10g_table(models, gpus_, ratio, data_dir)
     table = gpu_table(models, gpus_, ratio, data_dir)
     h200 = h200_table(models, view, gpus_)
+    sens = prefill_sensitivity(models, gpus_, ratio, data_dir)
     return {"a10g": a10g, "gpus": table, "h200": h200, "sentences": sentences(a10g, table, h200),
+            "prefill_sensitivity": sens, "prefill_words": prefill_sensitivity_words(sens),
             "validation": validation(a10g, h200),
             "coefficients": coefficient_table(models), "unfit": unfit(models, gpus_, ratio, data_dir),
             "models": models, "memory_ratio": ratio, "stop_paying_x": STOP_PAYING_X, "notes": notes(view, models, data_dir)}
