@@ -289,3 +289,24 @@ def test_overhead_reads_a_gzipped_log_and_skips_starts_whose_profile_run_differs
     assert math.isfinite(over) and math.isfinite(weights) and "small-mns-4096" in src
     over, _, src = predict.overhead("qwen2.5-0.5b", 256)
     assert math.isfinite(over) and "mixed" not in src
+
+
+def test_the_small_models_terms_and_check_read_the_server_its_front_end_did_not_hold_back(result):
+    """The 0.5B's one-API-server step at 256 is held back by its front end (the chapter's 'What the API server holds
+    back'): its coefficients at 256 and the steps it is checked against come from the server with more API servers
+    wherever that server ran the batch."""
+    from inference_wall.parts import p00
+
+    view = p00.rig_view("h200", p00.page_tables(None, ["h200"]), None, None)
+    api = view["api"]
+    more = api[(api["variant"] == "0.5b") & api["step_more_ms"].notna()].set_index("batch")["step_more_ms"]
+    if not len(more):
+        pytest.skip("no run of the 0.5B behind more API servers")
+    h = result["h200"]
+    small = h[(h["model"] == "0.5B") & h["batch"].isin(more.index)]
+    assert len(small) and (small["measured_on"].str.contains("API servers")).all()
+    for r in small.itertuples():
+        assert r.measured_ms == pytest.approx(more[r.batch])
+    model = result["models"]["0.5b"]
+    idle_growth = next(t for t in model.terms if t.name == "GPU idle: growth")
+    assert "API servers" in idle_growth.source

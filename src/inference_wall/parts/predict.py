@@ -233,6 +233,37 @@ def _row(frame: pd.DataFrame, batch: int) -> pd.Series:
     return c.loc[batch]
 
 
+def api_step(view: dict, variant: str, batch: int) -> tuple[float, str] | None:
+    """The untraced step of `variant` at `batch` on the server of the same model with more API servers, where the
+    chapter ran one (p00.api_servers): its one-API-server step there is held back by the front end (the chapter's
+    "What the API server holds back"), so the step model reads the step of the server that was not. None where no
+    such server ran that batch."""
+    api = view.get("api")
+    if api is None or not len(api):
+        return None
+    r = api[(api["variant"] == variant) & (api["batch"] == batch)]
+    if not len(r) or not r["step_more_ms"].iloc[0] == r["step_more_ms"].iloc[0]:
+        return None
+    return float(r["step_more_ms"].iloc[0]), f"{r['api_servers'].iloc[0]} API servers"
+
+
+def measured_steps(view: dict, variant: str) -> tuple[pd.Series, dict[int, str]]:
+    """{batch: step ms} the step model of `variant` is checked against, and where each comes from: the decode
+    curve of its own server, except where a server of the same model with more API servers ran the batch, or any
+    larger one (a front end that holds back one batch holds back the larger ones too): there, that server's."""
+    c = view["curve"][view["curve"]["variant"] == variant].set_index("batch")["step_ms"]
+    api = view.get("api")
+    more = (api[(api["variant"] == variant) & api["step_more_ms"].notna()].set_index("batch")["step_more_ms"]
+            if api is not None and len(api) else pd.Series(dtype=float))
+    lowest = min(more.index) if len(more) else math.inf
+    steps = {int(b): float(v) for b, v in c.items() if b < lowest}
+    where = {int(b): "its own server" for b in steps}
+    for b, v in more.items():
+        steps[int(b)] = float(v)
+        where[int(b)] = f"the server with {api['api_servers'].iloc[0]} API servers"
+    return pd.Series(steps, dtype=float).sort_index(), where
+
+
 def latency_evidence(view: dict, variant: str) -> dict:
     """At batch 1 on the h200: what the recurrent-state and attention kernels take against what their bytes need
     at the measured bandwidth (ms): the case for not scaling them with the bandwidth."""
@@ -374,6 +405,12 @@ def step_model(view: dict, variant: str, gpus_: dict[str, Gpu], data_dir=None, m
     comp = view["variant_components"][variant]
     lo, hi = TRACE_BATCHES
     c1, c2 = _row(comp, lo), _row(comp, hi)
+    at_hi = f"{variant}'s untraced step at {hi} less its traced kernels"
+    more = api_step(view, variant, hi)
+    if more is not None:  # the one-API-server step at `hi` is held back by the front end: read the other server's
+        c2 = c2.copy()
+        c2["step_ms"], c2["GPU idle"] = more[0], more[0] - float(c2["kernels_ms"])
+        at_hi = f"the untraced step at {hi} of {variant}'s server with {more[1]} less the traced kernels"
     f = view["floors"][variant]
     m = view["models"].set_index("variant").loc[variant]
     preset = f.get("preset") or view["points"][view["points"]["variant"] == variant]["preset"].iloc[0]
@@ -410,7 +447,8 @@ def step_model(view: dict, variant: str, gpus_: dict[str, Gpu], data_dir=None, m
              h200_ms=sum(grow[n] for n in OTHER_FAMILIES), source=f"{at}, scaled with the bandwidth"),
         Term("weight matmuls: growth", "sequence", "tflops", h200_ms=grow["weights (matmul)"],
              source=f"{at}, scaled with the dense tensor TFLOP/s"),
-        Term("GPU idle: growth", "sequence", "none", h200_ms=grow["GPU idle"], source=f"{at}, not scaled"),
+        Term("GPU idle: growth", "sequence", "none", h200_ms=grow["GPU idle"],
+             source=f"{at} (at {hi}: {at_hi}), not scaled"),
     ]
     if sync:
         host = view["host"].set_index("batch")["hidden_ms"]
@@ -652,7 +690,7 @@ def h200_table(models: dict[str, StepModel], view: dict, gpus_: dict[str, Gpu]) 
     curve, pts = view["curve"], view["points"]
     rows = []
     for v, m in models.items():
-        c = curve[curve["variant"] == v].set_index("batch")["step_ms"]
+        c, where = measured_steps(view, v)
         d = pts[(pts["variant"] == v) & (pts["kind"] == "decode")]
         ctx = float(d["context"].iloc[0])
         errs = {int(b): 100 * (m.step(g, b, ctx) - s) / s for b, s in c.items()}
@@ -661,7 +699,8 @@ def h200_table(models: dict[str, StepModel], view: dict, gpus_: dict[str, Gpu]) 
         for b in VALIDATION_BATCHES:
             rows.append({"model": MODEL_LABELS.get(v, v), "batch": b, "measured_ms": float(c[b]) if b in c.index
                          else math.nan, "predicted_ms": m.step(g, b, ctx), "error_pct": errs.get(b, math.nan),
-                         "in_sample": b in TRACE_BATCHES, "stated_error_pct": stated})
+                         "in_sample": b in TRACE_BATCHES, "stated_error_pct": stated,
+                         "measured_on": where.get(b, "")})
     return pd.DataFrame(rows)
 
 
@@ -761,7 +800,7 @@ GPU_HEADERS = {"gpu": "GPU", "model": "model", "itl_ms": "single-stream ITL (ms)
                "ceiling_batch": "running batch (min of max_num_seqs, admission)",
                "decode_ceiling_tok_s": "decode ceiling (tok/s)", "kv_admission": "KV admission (sequences)",
                "stop_paying_batch": "added sequence stops paying at batch"}
-H200_HEADERS = {"model": "model", "batch": "batch", "measured_ms": "measured step (ms)",
+H200_HEADERS = {"model": "model", "batch": "batch", "measured_ms": "measured step (ms)", "measured_on": "measured on",
                 "predicted_ms": "predicted step (ms)", "error_pct": "error %", "in_sample": "coefficients read here",
                 "stated_error_pct": "stated error %"}
 
