@@ -133,3 +133,24 @@ def test_a_rig_without_a_frozen_prediction_has_no_validation_rows():
     from inference_wall.parts import validation
 
     assert validation.table("h200").empty and validation.table("cpu-tiny").empty
+
+
+def test_todays_model_is_a_column_of_its_own_beside_the_frozen_one(h200_as_if_frozen):
+    """The frozen numbers are shown as written; where today's model says otherwise (here the file is edited to
+    differ), its prediction is a second, named column, never in place of the frozen one."""
+    from inference_wall.parts import validation
+
+    tmp, rows = h200_as_if_frozen
+    val = validation.table("h200", tmp, today=True)
+    same = validation.shown(val)
+    assert validation.HEADERS["today"] not in same  # nothing changed since this file was written
+    path = tmp / "predictions" / "h200-sxm.csv"
+    edited = rows.assign(predicted=rows["predicted"] * 1.5, model_commit="0" * 40, model_commit_time=0)
+    edited.to_csv(path, index=False)
+    try:
+        val2 = validation.table("h200", tmp, today=True)
+        shown = validation.shown(val2)
+        assert validation.HEADERS["today"] in shown and validation.HEADERS["predicted"] in shown
+        assert list(val2["predicted"]) == pytest.approx(list(val2["today"] * 1.5), rel=1e-5)
+    finally:
+        rows.assign(model_commit="0" * 40, model_commit_time=0).to_csv(path, index=False)

@@ -144,10 +144,11 @@ def _key(frame: pd.DataFrame) -> pd.Series:
         "utilization")
 
 
-def table(rig: str, data_dir=None) -> pd.DataFrame:
+def table(rig: str, data_dir=None, today: bool = False) -> pd.DataFrame:
     """The frozen prediction of `rig`'s GPU beside what the rig measured: one row per quantity measured, with the
     signed error. Empty where the rig names no datasheet row, its row has no frozen prediction, or nothing of it
-    is measured yet."""
+    is measured yet. `today`: also what the model says now (`today`, `today_error_pct`), a later model than the
+    frozen one wherever the two differ: shown beside the frozen prediction under its own name, never in its place."""
     from ..run.rig import load_profile
 
     key = load_profile(rig, data_dir).datasheet
@@ -166,11 +167,25 @@ def table(rig: str, data_dir=None) -> pd.DataFrame:
     joined = meas.assign(k=_key(meas)).merge(pred.assign(k=_key(pred))[["k", "predicted", "unit", "gpu"]], on="k")
     joined["error_pct"] = 100 * (joined["predicted"] - joined["measured"]) / joined["measured"]
     joined["rig"] = rig
-    return joined[COLUMNS].sort_values(["model", "quantity", "batch", "cap"]).reset_index(drop=True)
+    if today:
+        from . import predict
+
+        now = predict.prediction_rows(key, data_dir)
+        now = now.assign(batch=now["batch"].where(now["quantity"] != "flood output"),
+                         utilization=now["utilization"].where(now["quantity"] == "KV admission"))
+        now = now[now["quantity"] != "single stream"].pipe(lambda p: pd.concat(
+            [p, now[now["quantity"] == "single stream"].assign(batch=1.0)]))
+        joined = joined.merge(now.assign(k=_key(now))[["k", "predicted"]].rename(columns={"predicted": "today"}),
+                              on="k", how="left")
+        joined["today_error_pct"] = 100 * (joined["today"] - joined["measured"]) / joined["measured"]
+    cols = COLUMNS + (["today", "today_error_pct"] if today else [])
+    return joined[cols].sort_values(["model", "quantity", "batch", "cap"]).reset_index(drop=True)
 
 
 HEADERS = {"model": "model", "quantity": "quantity", "at": "at", "predicted": "predicted (frozen)",
-           "measured": "measured", "error_pct": "error %", "measure": "measured as", "source": "run"}
+           "measured": "measured", "error_pct": "error %", "today": "today's model (changed since the freeze)",
+           "today_error_pct": "its error %", "measure": "measured as", "source": "run"}
+SAME = 1e-6  # relative: today's model says what the frozen one said
 
 
 def _at(r) -> str:
@@ -191,8 +206,11 @@ def shown(val: pd.DataFrame) -> pd.DataFrame:
         HEADERS["at"]: [_at(r) for r in val.itertuples()],
         HEADERS["predicted"]: [f"{_n(p)} {u}" for p, u in zip(val["predicted"], val["unit"])],
         HEADERS["measured"]: [f"{_n(m)} {u}" for m, u in zip(val["measured"], val["unit"])],
-        HEADERS["error_pct"]: [_pct(e) for e in val["error_pct"]],
-        HEADERS["measure"]: val["measure"], HEADERS["source"]: val["source"]})
+        HEADERS["error_pct"]: [_pct(e) for e in val["error_pct"]]})
+    if "today" in val and ((val["today"] - val["predicted"]).abs() > SAME * val["predicted"].abs()).any():
+        out[HEADERS["today"]] = [f"{_n(t)} {u}" if t == t else "-" for t, u in zip(val["today"], val["unit"])]
+        out[HEADERS["today_error_pct"]] = [_pct(e) if e == e else "-" for e in val["today_error_pct"]]
+    out[HEADERS["measure"]], out[HEADERS["source"]] = val["measure"].values, val["source"].values
     return out.reset_index(drop=True)
 
 
@@ -242,7 +260,7 @@ def section(rig: str, data_dir=None) -> dict | None:
     has no frozen prediction or has measured none of it yet)."""
     from ..run.rig import load_profile
 
-    val = table(rig, data_dir)
+    val = table(rig, data_dir, today=True)
     if not len(val):
         return None
     key = load_profile(rig, data_dir).datasheet
