@@ -445,3 +445,16 @@ def test_yes_no_columns_read_as_words():
     t = p04.for_reader(pd.DataFrame({"fits": [True, False], "pool_pages": [9, 33], "kv_limited": [False, None]}))
     assert list(t["fits"]) == ["yes", "no"] and list(t["pool_pages"]) == [9, 33]
     assert t["kv_limited"].iloc[0] == "no"
+
+
+def test_a_starved_flood_is_judged_steady_at_the_batch_its_pool_admits_not_at_the_cap():
+    """A pool that admits fewer requests than the cap never runs the cap: its steady window is read at the batch
+    the pool admits, so a starved flood that holds that batch has a steady figure (against the cap it had none)."""
+    table = p04.point_table(None, ["h200"])
+    floods = table[table["offered_rate_rps"].astype(float).map(math.isinf)]
+    starved = floods[floods["admitted"] < floods["max_num_seqs"]]
+    assert len(starved), "the h200's runs hold starved floods"
+    held = starved.dropna(subset=["steady_output_tok_s"])
+    assert len(held) >= 1
+    for r in held.itertuples():  # held at the admitted batch, never at the cap it could not run
+        assert r.steady_running_mean >= 0.95 * r.admitted and r.steady_running_mean <= r.admitted

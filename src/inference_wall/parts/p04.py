@@ -298,12 +298,13 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
         pre = polled if math.isfinite(polled) else s["preemptions"]
         busy = polls[polls["running"] > 0] if len(polls) else polls
         max_gap, gaps[(pt.rig, pt.name)] = stream_gaps(pt.bench("bench").requests)
+        limit = admitted(pool, cap, layout, block, inp)
         rows.append({
             "rig": pt.rig, "model": prm.get("model", "main"), "workload": prm["workload"],
             "offered_rate_rps": float(prm.get("offered_rate_rps", math.inf)), "pool_pages": pool,
             "max_num_seqs": cap, "input_len": inp, "output_len": out, "block_size": block,
             "pages_prompt": pages(layout, inp, block), "pages_full": pages(layout, inp + out, block),
-            "admitted": admitted(pool, cap, layout, block, inp), "full_limit": full_limit(pool, layout, block, inp + out),
+            "admitted": limit, "full_limit": full_limit(pool, layout, block, inp + out),
             "fits": fits(pool, cap, layout, block, inp, out),
             "running_peak": _nanmax(s["running_max"], polls["running"].max() if len(polls) else math.nan),
             "running_median": float(busy["running"].median()) if len(busy) else (float(stats["running"].median()) if len(stats) else math.nan),
@@ -314,7 +315,7 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
             "output_tok_s": s["output_tok_s"], "ttft_p50_ms": s["ttft_p50_ms"], "ttft_p99_ms": s["ttft_p99_ms"],
             "itl_p50_ms": s["itl_p50_ms"], "itl_p99_ms": s["itl_p99_ms"], "e2el_p50_ms": s["e2el_p50_ms"],
             "e2el_p99_ms": s["e2el_p99_ms"], "max_gap_ms": max_gap, **server_steps(polls),
-            **_steady(polls, cap, float(prm.get("offered_rate_rps", math.inf))),
+            **_steady(polls, min(cap, limit), float(prm.get("offered_rate_rps", math.inf))),
             "pool_logged": pool_logged, "point": pt.name,
         })
     table = add_stalls(pd.DataFrame(rows, columns=POINT_COLUMNS), gaps)
@@ -325,10 +326,12 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
 from ..measure.steady import MIN_FLOOD_STEPS, flood_steady  # noqa: E402  (the flood's steady window, shared with parts 1, 3, 5)
 
 
-def _steady(polls: pd.DataFrame, cap: int, rate: float) -> dict:
-    """A flood's steady window at its cap (steady.flood_steady over the pass's polls): output, step and running
-    batch; NaN for a pass at a finite rate, an unpolled pass, and a flood whose batch never held the cap."""
-    w = flood_steady(polls, cap) if len(polls) and math.isinf(rate) else None
+def _steady(polls: pd.DataFrame, batch: int, rate: float) -> dict:
+    """A flood's steady window at the batch it can run (steady.flood_steady over the pass's polls): the cap, or
+    the requests the KV pool admits at once where that is fewer (a starved pool never runs its cap, and judged
+    against the cap it would have no steady figure at all); output, step and running batch; NaN for a pass at a
+    finite rate, an unpolled pass, and a flood whose batch never held that batch."""
+    w = flood_steady(polls, batch) if len(polls) and math.isinf(rate) else None
     return {"steady_output_tok_s": w.output_tok_s if w else math.nan, "steady_step_ms": w.step_ms if w else math.nan,
             "steady_running_mean": w.running_mean if w else math.nan}
 
@@ -345,12 +348,13 @@ def steady_words(table: pd.DataFrame) -> str | None:
         lost = g[g["steady_output_tok_s"].isna()]
         words = []
         if len(held):
-            words.append("output in the steady window against the whole pass, for the floods that held their cap: "
+            words.append("output in the steady window against the whole pass, for the floods that held their batch "
+                         "(the cap, or what the pool admits where that is fewer): "
                          + ", ".join(f"{r.model}/{r.workload} at {int(r.pool_pages):,} pages {r.steady_output_tok_s:,.0f}"
                                      f" against {r.output_tok_s:,.0f} tok/s" for r in held.itertuples()))
         if len(lost):
-            words.append(f"{len(lost)} of {len(g)} floods never kept the batch at the cap for {MIN_FLOOD_STEPS} "
-                         "steps, so their whole-pass figures are all there is")
+            words.append(f"{len(lost)} of {len(g)} floods never kept that batch for {MIN_FLOOD_STEPS} steps, so their "
+                         "whole-pass figures are all there is")
         out.append(f"On {rig}, " + "; ".join(words) + ".")
     return " ".join(out)
 
