@@ -18,7 +18,7 @@ from ..schema import PUBLISHED_RIG
 from ..errors import UserError
 from ..records.store import load_points, pass_summary, request_throughput
 from ..run.sweep import PassPlan, PointPlan, prompts_for_window
-from .protocol import DATA_DIR, REFERENCE, Part, judged, without_data_dir
+from .protocol import DATA_DIR, EVERY_PART, REFERENCE, Part, judged, without_data_dir
 
 NAME = "01-hit-the-wall"
 NOTEBOOK = "notebooks/01-hit-the-wall.md"
@@ -1051,4 +1051,7 @@ def rig_findings(view: dict) -> list[str]:
 
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=protocol_tables, view=protocol_view, findings=rig_findings,
-            claims=judged(CLAIMS))
+            claims=judged(CLAIMS),
+            # every part's: a repeat rig's points of every part (rig.run_to_run), every start's log
+            # (kvcache.block_size), the step chapter's answers and step model (p00.part_answers, stepcheck)
+            reads=EVERY_PART)

@@ -24,7 +24,7 @@ from ..run.inject import InjectSpec, injection
 from ..run.trace import traced_injection
 from ..model.modelshape import ModelShape
 from ..records.reference import load_reference
-from ..schema import PUBLISHED_RIG
+from ..schema import PARTS, PUBLISHED_RIG
 from ..records.store import bench_result, derived, load_points, open_artefact, read_artefact, read_text
 from ..run.sweep import PassPlan, PointPlan
 from ..model.weightbytes import config_matmul_params  # noqa: F401  (its home is weightbytes; p02's name stays)
@@ -1050,4 +1050,5 @@ def has_freezes(rig: str, tables: dict) -> bool:
 
 # its knee points read part 1's knee from the data dir
 PART = Part(NAME, DEFAULTS, plan, tables=protocol_tables, view=protocol_view, findings=rig_findings,
-            claims=judged(page_claims), shows=has_freezes)
+            claims=judged(page_claims), shows=has_freezes,
+            reads=(PARTS[0], PARTS[1]))  # the step chapter's answers (p00.part_answers); part 1's knee and points

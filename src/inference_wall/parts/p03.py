@@ -13,7 +13,7 @@ from ..records.reference import load_reference
 from ..schema import PUBLISHED_RIG
 from ..records.store import load_points, pass_summary
 from ..run.sweep import PassPlan, PointPlan
-from .protocol import DATA_DIR, REFERENCE, Part, judged, without_data_dir
+from .protocol import DATA_DIR, EVERY_PART, REFERENCE, Part, judged, without_data_dir
 
 NAME = "03-batching-cliff"
 NOTEBOOK = "notebooks/03-batching-cliff.md"
@@ -898,4 +898,5 @@ def rig_findings(view: dict) -> list[str]:
 
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=protocol_tables, view=protocol_view, findings=rig_findings,
-            claims=judged(CLAIMS))
+            claims=judged(CLAIMS),
+            reads=EVERY_PART)  # part 1's page (which reads every part's), part 0's answers and step model

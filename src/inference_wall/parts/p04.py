@@ -30,7 +30,7 @@ from ..errors import UserError
 from ..model.kvcache import NULL_BLOCKS, ModelLayout
 from ..records.store import load_points, pass_summary
 from ..run.sweep import PassPlan, PointPlan
-from .protocol import DATA_DIR, Part, one_paragraph
+from .protocol import DATA_DIR, EVERY_PART, Part, one_paragraph
 
 NAME = "04-kv-starvation"
 NOTEBOOK = "notebooks/04-kv-starvation.md"
@@ -997,4 +997,5 @@ def protocol_view(rig: str, tables: dict, params: dict) -> dict:
 
 
 PART = Part(NAME, DEFAULTS, plan, tables=protocol_tables, view=protocol_view, findings=one_paragraph(findings),
-            claims=evaluate_claims)
+            claims=evaluate_claims,
+            reads=EVERY_PART)  # part 1's view of the rig, and every start's log (kvcache.block_size)

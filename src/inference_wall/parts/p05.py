@@ -18,7 +18,7 @@ from ..errors import UserError
 from ..records.store import load_points, pass_summary
 from ..run.sweep import PointPlan
 from ..model.weightbytes import FORMATS, preset_decode_bytes, preset_group_size
-from .protocol import Part, judged, one_paragraph, reading_data_dir, with_data_dir, without_data_dir
+from .protocol import EVERY_PART, Part, judged, one_paragraph, reading_data_dir, with_data_dir, without_data_dir
 from .variants import (BAND, STEP_NAMES, apply_start, flood_point, interval_words, measure_variant,
                        num, pct, point_name, point_table, positive_prediction, rig_bandwidth, rig_price, sig,
                        startup_table, stream_points, usd_per_million)
@@ -711,4 +711,5 @@ def key_findings(views: dict[str, dict], predicted: pd.DataFrame, data_dir=None)
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=with_data_dir(page_tables), view=reading_data_dir(rig_view),
             findings=one_paragraph(findings), claims=judged(CLAIMS), closing=closing_note,
-            served_presets=served_presets)
+            served_presets=served_presets,
+            reads=EVERY_PART)  # part 1's and 3's servers, part 0's answers and step model, every start's log

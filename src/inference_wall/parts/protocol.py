@@ -19,9 +19,11 @@ import pandas as pd
 
 from ..measure.claims import Claim, evaluate
 from ..run.sweep import PointPlan
+from ..schema import PARTS
 
 DATA_DIR = "data_dir"  # a page's tables: the data dir they were read from
 REFERENCE = "reference"  # a page's tables and each view: the post's figures the part's claims quote
+EVERY_PART = tuple(PARTS.values())  # a page that reads every part's runs (Part.reads)
 
 
 def rig_presets(params: dict, profile) -> list[str]:
@@ -100,7 +102,10 @@ class Part:
     view(rig, tables, params) -> what the page's claims, figures and prose need about one rig.
     findings(view) -> sentences on one rig's view.
     claims(views) -> the claims table: one row per claim judged on a rig (a part's own columns).
-    closing(views, device) -> the page's closing words (device: the device-time table, or None)."""
+    closing(views, device) -> the page's closing words (device: the device-time table, or None).
+    reads: the other parts whose data/runs/ folders the part's page (its notebook) reads besides its own, by name
+    (schema.PARTS; EVERY_PART where it reads them all). The book's rebuild keys the page on them
+    (scripts/build-book.py), and every build checks them against what the page's kernel opened."""
     name: str
     defaults: dict
     plan: Callable[[dict, object, dict | None, Path | None], list[PointPlan]]
@@ -112,6 +117,15 @@ class Part:
     shows: Callable[[str, dict], bool] = every_rig
     served_presets: Callable[[dict, object], list[str]] = rig_presets
     gpus_needed: Callable[[dict], int] = one_gpu
+    reads: tuple[str, ...] = ()
+
+
+def runs_read(part: Part) -> tuple[str, ...]:
+    """The data/runs/ folders a part's page reads: its own, then those its `reads` names."""
+    unknown = set(part.reads) - set(PARTS.values())
+    if unknown:
+        raise ValueError(f"part {part.name} reads unknown part(s) {sorted(unknown)}; known: {', '.join(PARTS.values())}")
+    return tuple(dict.fromkeys([part.name, *part.reads]))
 
 
 JOBS = ("plan", "served_presets", "gpus_needed", "tables", "shows", "view", "findings", "claims", "closing")
