@@ -17,6 +17,7 @@ import re
 import pandas as pd
 
 from ..measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, evaluate, known_number, missing
+from .. import words
 from ..schema import PUBLISHED_RIG
 
 # The words a cell of the matrix reads: claims' four verdicts (NOT_MEASURED says "on this rig"; a column is the rig)
@@ -412,10 +413,7 @@ def chart_data(data_dir=None) -> pd.DataFrame:
     return chart_rows(pd.concat(frames, ignore_index=True), gpu_prices(data_dir))
 
 
-def _sig(x: float) -> str:
-    from ..measure.claims import fmt_num
-
-    return fmt_num(float(x))
+_sig = words.number  # three significant figures, every whole digit
 
 
 def tally_words(m: pd.DataFrame, rigs: list[str]) -> str:

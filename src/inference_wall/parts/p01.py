@@ -18,6 +18,7 @@ from ..schema import PUBLISHED_RIG
 from ..errors import UserError
 from ..records.store import load_points, pass_summary, request_throughput
 from ..run.sweep import PassPlan, PointPlan, prompts_for_window
+from ..words import number
 from .protocol import DATA_DIR, EVERY_PART, REFERENCE, Part, judged, without_data_dir
 
 NAME = "01-hit-the-wall"
@@ -398,10 +399,7 @@ def reference_view(data_dir=None) -> dict:
     return _facts(data_dir)
 
 
-def fmt(x: float) -> str:
-    from ..measure.claims import fmt_num
-
-    return fmt_num(float(x))
+fmt = number  # a number in the page's sentences (words.number)
 
 
 # ---------------------------------------------------------------------------------------------

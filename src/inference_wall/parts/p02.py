@@ -572,8 +572,7 @@ def predicted_freeze(solo: Interval, prompt_len: int, budget: int | None, baseli
     return Interval((mid_lo + mid_hi) / 2, lo, hi)
 
 
-def _fmt(x: float) -> str:
-    return fmt_num(x)
+_fmt = fmt_num  # words.number
 
 
 def _freeze_off_at(n: int):

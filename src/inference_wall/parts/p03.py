@@ -13,6 +13,7 @@ from ..records.reference import load_reference
 from ..schema import PUBLISHED_RIG
 from ..records.store import load_points, pass_summary
 from ..run.sweep import PassPlan, PointPlan
+from .. import words
 from .protocol import DATA_DIR, EVERY_PART, REFERENCE, Part, judged, without_data_dir
 
 NAME = "03-batching-cliff"
@@ -787,7 +788,7 @@ def flood_time_rows(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
+    return words.percent(x, decimals=0)
 
 
 def steady_words(table: pd.DataFrame, rig: str) -> list[str]:

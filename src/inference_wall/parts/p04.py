@@ -30,6 +30,7 @@ from ..errors import UserError
 from ..model.kvcache import NULL_BLOCKS, ModelLayout
 from ..records.store import load_points, pass_summary
 from ..run.sweep import PassPlan, PointPlan
+from .. import words
 from .protocol import DATA_DIR, EVERY_PART, Part, one_paragraph
 
 NAME = "04-kv-starvation"
@@ -725,16 +726,9 @@ def closing_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def sig(x: float, digits: int = 3) -> str:
-    """A number for a reader: at most `digits` significant digits, thousands separated (8,197.5 -> 8,200; 1.4757 ->
-    1.48); a whole number (a count, a pool's pages) exactly; a dash where it is missing."""
-    if missing(x) or not math.isfinite(float(x)):
-        return "–"
-    x = float(x)
-    if x.is_integer():  # a count or a size (pages, requests, preemptions): exact
-        return f"{int(x):,}"
-    places = digits - 1 - int(math.floor(math.log10(abs(x))))
-    rounded = round(x, places)
-    return f"{rounded:,.{max(0, places)}f}"
+    """A number for a reader: at most `digits` significant digits (8,197.5 -> 8,200); a whole number (a count, a
+    pool's pages) exactly (words.sig)."""
+    return words.sig(x, digits, whole=True)
 
 
 SHORT_PASS_S = 10.0  # a measured pass shorter than this is too short to call steady (parts 3 and 5 use the same window)
@@ -802,9 +796,7 @@ def pool_cost_text(c: dict | None) -> str:
 
 
 def _n(x: float) -> str:
-    if x is None or not math.isfinite(float(x)):
-        return "–"
-    return fmt_num(float(x)) if float(x) != int(x) else f"{int(x):,}"
+    return words.number(x, whole=True)
 
 
 def findings(view: dict) -> str:

@@ -17,6 +17,7 @@ from ..measure.claims import Claim, Judgement, Missing, known_number, missing, n
 from ..errors import UserError
 from ..records.store import load_points, pass_summary
 from ..run.sweep import PointPlan
+from ..words import MISSING
 from ..model.weightbytes import FORMATS, preset_decode_bytes, preset_group_size
 from .protocol import EVERY_PART, Part, judged, one_paragraph, reading_data_dir, with_data_dir, without_data_dir
 from .variants import (BAND, STEP_NAMES, apply_start, flood_point, interval_words, measure_variant,
@@ -631,9 +632,9 @@ def per_seq_estimators(views: dict[str, dict]) -> pd.DataFrame:
             a, b = v.get("slope"), v.get("slope_other")
             rows.append({"rig": rig, "variant": v["label"],
                          "per_seq_itl_ms": a.value if a else math.nan,
-                         "itl_range": f"{sig(a.low)} to {sig(a.high)}" if a else "–",
+                         "itl_range": f"{sig(a.low)} to {sig(a.high)}" if a else MISSING,
                          "per_seq_tpot_ms": b.value if b else math.nan,
-                         "tpot_range": f"{sig(b.low)} to {sig(b.high)}" if b else "–"})
+                         "tpot_range": f"{sig(b.low)} to {sig(b.high)}" if b else MISSING})
     return pd.DataFrame(rows, columns=["rig", "variant", "per_seq_itl_ms", "itl_range", "per_seq_tpot_ms",
                                        "tpot_range"])
 
