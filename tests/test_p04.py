@@ -14,14 +14,14 @@ import pytest
 from conftest import sweep_cli
 from inference_wall.records import store
 from inference_wall.errors import LogParseError, UserError
-from inference_wall.model.kvcache import ModelLayout
+from inference_wall.model.modelshape import ModelShape
 from inference_wall.parts import p04
 from inference_wall.records.poller import artefact_name, poll_frame, read_poll_file, read_polls
 from inference_wall.run.rig import RigProfile
 
 ROOT = Path(__file__).resolve().parents[1]
-HYBRID = ModelLayout.from_preset("qwen3.5-4b")
-DENSE = ModelLayout.from_preset("tiny-dense")
+HYBRID = ModelShape.of("qwen3.5-4b").layout
+DENSE = ModelShape.of("tiny-dense").layout
 
 
 # ---------------------------------------------------------------------------------------------

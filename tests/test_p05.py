@@ -15,7 +15,8 @@ from inference_wall.measure.claims import DIFFERS, HOLDS, evaluate
 from inference_wall.errors import UserError
 from inference_wall.parts import p05, variants
 from inference_wall.run.rig import RigProfile
-from inference_wall.model.weightbytes import block_linears, decode_bytes, preset_decode_bytes
+from inference_wall.model.modelshape import preset_decode_bytes
+from inference_wall.model.weightbytes import block_linears, decode_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "data" / "models"

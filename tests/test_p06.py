@@ -14,7 +14,7 @@ from inference_wall.errors import UserError
 from inference_wall.run.gpuenv import NvidiaInfo, check_machine
 from inference_wall.parts import p06
 from inference_wall.run.rig import RigProfile
-from inference_wall.model.weightbytes import preset_decode_bytes
+from inference_wall.model.modelshape import preset_decode_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -285,7 +285,7 @@ def shape_bytes(preset: str, data_dir=None) -> dict:
     """What one decode step must move, from the shapes: the language model's weights (weightbytes), each
     sequence's recurrent state read and written (Gated DeltaNet layers), each token of context's K and V read."""
     from ..model.modelshape import ModelShape
-    from ..model.weightbytes import preset_decode_bytes
+    from ..model.modelshape import preset_decode_bytes
 
     shape = ModelShape.of(preset, data_dir)
     return {"weights_bytes": preset_decode_bytes(preset, _fmt(preset), data_dir).total,
@@ -1434,5 +1434,5 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=with_data_dir(page_tables), view=reading_data_dir(rig_view),
             findings=findings, claims=judged(CLAIMS), served_presets=served_presets,
             # part 2's sessions and part 3's floods beside its own, part 1's and 5's points against its step model,
-            # and every part's server logs (kvcache.block_size: the page a hybrid model's start logged)
+            # and every part's server logs (pools.block_size: the page a hybrid model's start logged)
             reads=EVERY_PART)

@@ -12,7 +12,8 @@ from ..measure import analysis
 from ..run.bench import PassSpec
 from ..measure.analysis import GIB, Interval, LinearFit, combine
 from ..measure.claims import Claim, Judgement, Missing, fmt_num, known_number, need
-from ..model.kvcache import ModelLayout, pool_from_concurrency, pool_from_report
+from ..model.kvcache import pool_from_concurrency, pool_from_report
+from ..model.modelshape import ModelShape
 from ..records.reference import load_reference
 from ..schema import PUBLISHED_RIG
 from ..errors import UserError
@@ -159,7 +160,7 @@ def memory_table(data_dir=None, rigs=None, loaded: dict | None = None) -> pd.Dat
         latest = max(starts, key=lambda p: p.record.server_started or 0)
         rep = latest.startup()
         preset = latest.record.preset
-        pool = pool_from_report(rep, ModelLayout.from_preset(preset, data_dir)) if preset else None
+        pool = pool_from_report(rep, ModelShape.of(preset, data_dir).layout) if preset else None
         rows.append({"kv_pool": pool, "preset": preset,
                      "language_model_only": "--language-model-only" in (latest.record.server_command or []),"rig": rig, "model_weights_gib": rep.weights_gib, "kv_cache_gib": rep.kv_cache_gib,
                      "kv_cache_tokens": rep.kv_cache_tokens, "max_concurrency_x": rep.max_concurrency,
@@ -1051,5 +1052,5 @@ def rig_findings(view: dict) -> list[str]:
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=protocol_tables, view=protocol_view, findings=rig_findings,
             claims=judged(CLAIMS),
             # every part's: a repeat rig's points of every part (rig.run_to_run), every start's log
-            # (kvcache.block_size), the step chapter's answers and step model (p00.part_answers, stepcheck)
+            # (pools.block_size), the step chapter's answers and step model (p00.part_answers, stepcheck)
             reads=EVERY_PART)

@@ -78,7 +78,7 @@ def caps_for(p: dict, pool=None) -> list[int]:
 
 
 def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
-    """`pools`: the rig's KV pool per model preset where known (kvcache.rig_pool), for the automatic caps."""
+    """`pools`: the rig's KV pool per model preset where known (pools.rig_pool), for the automatic caps."""
     pools = pools or {}
     plans = []
     main_caps = caps_for(p, pools.get(profile.model_preset))

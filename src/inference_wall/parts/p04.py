@@ -28,6 +28,7 @@ from ..run.bench import PassSpec, Workload
 from ..measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, fmt_num, missing
 from ..errors import UserError
 from ..model.kvcache import NULL_BLOCKS, ModelLayout
+from ..model.modelshape import ModelShape
 from ..records.store import load_points, pass_summary
 from ..run.sweep import PassPlan, PointPlan
 from .. import words
@@ -98,10 +99,10 @@ def longest_request(pool: int, layout: ModelLayout, block: int) -> int:
 
 
 def block_size_for(preset: str, p: dict, data_dir=None) -> int:
-    """The attention page size the pools are counted in: the parameter, else kvcache.block_size (a dense
+    """The attention page size the pools are counted in: the parameter, else pools.block_size (a dense
     model's default; for a hybrid model, whose page vLLM derives from the state size, what a start of it
     logged, else the same derivation from its config)."""
-    from ..model.kvcache import block_size
+    from ..model.pools import block_size
 
     if p["block_size"]:
         return int(p["block_size"])
@@ -167,7 +168,7 @@ def plan(p: dict, profile, pools: dict | None = None, data_dir=None) -> list[Poi
         models.append((True, p["small_preset"], p["small_pool_limits"] or p["pool_limits"], p["small_pools"]))
     cap = int(p["max_num_seqs"])
     for small, preset, limits, extra in models:
-        layout = ModelLayout.from_preset(preset, data_dir)
+        layout = ModelShape.of(preset, data_dir).layout
         block = block_size_for(preset, p, data_dir)
         model_limit = model_max_len(preset, data_dir)
         for pool in pools_for(p, layout, block, limits, extra):
@@ -283,7 +284,7 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     for pt in pts:
         prm = pt.params
         preset = pt.record.preset
-        layout = ModelLayout.from_preset(preset, data_dir)
+        layout = ModelShape.of(preset, data_dir).layout
         pool_logged, block_logged = _session_start(pt, by_session)
         # the page vLLM logged, where it chose one (the plan's is what it expected)
         block = block_logged or int(prm["block_size"])
@@ -698,11 +699,10 @@ def arithmetic(preset: str | None = None, p: dict | None = None, data_dir=None, 
     preset = preset or p01.PUBLISHED_PRESET
     a10g_pool = a10g_pool or p01.published_pool(data_dir).num_blocks
     p = {**DEFAULTS, **(p or {})}
-    layout = ModelLayout.from_preset(preset, data_dir)
+    layout = ModelShape.of(preset, data_dir).layout
     block = block_size_for(preset, p, data_dir)
     inp, short, long_ = p["input_len"], p["output_len"], p["long_output_len"]
     from ..model.kvcache import DEFAULT_BLOCK_SIZE, RECURRENT_LAYER_TYPES
-    from ..model.modelshape import ModelShape
 
     types = ModelShape.of(preset, data_dir).layer_types
     return {"layers": len(types), "attention_layers": sum(t not in RECURRENT_LAYER_TYPES for t in types),
@@ -893,7 +893,7 @@ def earlier_runs(data_dir=None) -> pd.DataFrame:
     """Part 3's floods on every measured rig (test rigs aside) and the published A10G: the cap, the pool the
     server started with (kvcache, from its log), the batch that pool admits at the series' lengths, and the
     running batch measured (published: reported). Where the admitted batch is below the cap, the pool set it."""
-    from ..model.kvcache import pool_of_point
+    from ..model.pools import pool_of_point
     from ..records.reference import load_reference
     from ..run.rig import load_profile
     from ..schema import PUBLISHED_RIG
@@ -990,4 +990,4 @@ def protocol_view(rig: str, tables: dict, params: dict) -> dict:
 
 PART = Part(NAME, DEFAULTS, plan, tables=protocol_tables, view=protocol_view, findings=one_paragraph(findings),
             claims=evaluate_claims,
-            reads=EVERY_PART)  # part 1's view of the rig, and every start's log (kvcache.block_size)
+            reads=EVERY_PART)  # part 1's view of the rig, and every start's log (pools.block_size)

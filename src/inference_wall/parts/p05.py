@@ -18,7 +18,8 @@ from ..errors import UserError
 from ..records.store import load_points, pass_summary
 from ..run.sweep import PointPlan
 from ..words import MISSING
-from ..model.weightbytes import FORMATS, preset_decode_bytes, preset_group_size
+from ..model.modelshape import preset_decode_bytes, preset_group_size
+from ..model.weightbytes import FORMATS
 from .protocol import EVERY_PART, Part, judged, one_paragraph, reading_data_dir, with_data_dir, without_data_dir
 from .variants import (BAND, STEP_NAMES, apply_start, flood_point, interval_words, measure_variant,
                        num, pct, point_name, point_table, positive_prediction, rig_bandwidth, rig_price, sig,

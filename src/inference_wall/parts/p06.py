@@ -108,7 +108,7 @@ def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
 def predicted_bytes(model: str, data_dir=None) -> pd.DataFrame:
     """What each GPU streams per decode step in each configuration, from the shapes (no run needed): the whole
     16-bit model on one GPU or on each replica, half of it on each GPU of the tensor-parallel pair."""
-    from ..model.weightbytes import preset_decode_bytes
+    from ..model.modelshape import preset_decode_bytes
 
     gb = preset_decode_bytes(model, "fp16", data_dir).gb
     return pd.DataFrame([{"config": c, "label": CONFIG_LABELS[c], "gpus": GPUS[c], "engines": ENGINES[c],

@@ -63,7 +63,8 @@ import pandas as pd
 from ..measure import analysis
 from ..measure.analysis import GIB
 from ..errors import UserError
-from ..model.kvcache import KVPool, ModelLayout, block_size, pool_flags
+from ..model.kvcache import KVPool, ModelLayout, pool_flags
+from ..model.pools import block_size
 from ..records.reference import gpu_datasheets, load_reference, reference_fact
 from .. import words
 from ..words import join_and  # noqa: F401 (predict's name for it stays: notebooks and tests use it)

@@ -21,7 +21,7 @@ from ..measure.claims import Missing, known_number, missing
 from ..errors import UserError
 from ..records.store import load_points, pass_summary
 from ..run.sweep import PassPlan, PointPlan
-from ..model.weightbytes import preset_decode_bytes
+from ..model.modelshape import preset_decode_bytes
 from .. import words
 
 # Agreement: measured / predicted within 20% either way (the fit's and the bandwidth's ranges come on top).
@@ -133,7 +133,7 @@ def short_windows(points: pd.DataFrame) -> pd.DataFrame:
 def startup_table(data_dir=None, rigs: list[str] | None = None, *, part: str, key: str = "format") -> pd.DataFrame:
     """One row per server start of `part` (its variants named by params[`key`]): weights the log
     reports, the linear kernels it chose, the KV pool and the admission limit it leaves for the part's requests."""
-    from ..model.kvcache import pool_of_point
+    from ..model.pools import pool_of_point
 
     rows = []
     for pt in load_points(part, data_dir, rigs):
