@@ -105,3 +105,75 @@ def test_the_graph_sees_lazy_and_package_imports():
     edges = graph()
     assert "inference_wall.model.pools" in edges["inference_wall.parts"]  # a function's `from ..model.pools import`
     assert "inference_wall.parts.p02" in edges["inference_wall.parts.mixedsteps"]  # `from . import p02`
+
+
+# ---------------------------------------------------------------------------------------------
+# Parts: a folder per part, one file per job, only PART crossing between parts
+# ---------------------------------------------------------------------------------------------
+PARTS_DIR = PACKAGE / "parts"
+JOB_FILES = {"__init__.py", "plan.py", "tables.py", "view.py", "claims.py", "words.py"}
+FOLDERS = ["p06"]  # the parts moved into folders so far (issue 44: part 6 first, part 0 last)
+MAX_LINES = 400
+NOT_YET_SPLIT = {"p00.py", "p01.py", "p02.py", "p03.py", "p04.py", "p05.py", "predict.py"}  # over MAX_LINES, to move
+
+
+@pytest.mark.parametrize("part", FOLDERS)
+def test_a_part_is_a_folder_with_the_same_job_files(part):
+    files = {p.name for p in (PARTS_DIR / part).glob("*.py")}
+    assert JOB_FILES <= files, f"parts/{part}/ lacks {sorted(JOB_FILES - files)}"
+    assert not (PARTS_DIR / f"{part}.py").exists()
+    init = (PARTS_DIR / part / "__init__.py").read_text()
+    assert "\nPART = Part(" in init
+
+
+def test_no_file_of_parts_is_over_400_lines():
+    long = {str(p.relative_to(PARTS_DIR)): n for p in PARTS_DIR.rglob("*.py") if p.name not in NOT_YET_SPLIT
+            and (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, long
+
+
+def _part_of(module: str) -> str | None:
+    """The part a module of parts/ belongs to ('p06' for parts.p06.view), None for the wings and the protocol."""
+    bits = module.split(".")
+    return bits[2] if len(bits) > 2 and bits[1] == "parts" and bits[2][:2] == "p0" else None
+
+
+def crossings(text: str, name: str, package: bool = False) -> list[str]:
+    """What module `name` (a package's __init__ where `package`), whose source is `text`, imports from a part that
+    is not its own, besides that part's PART."""
+    mine = _part_of(name)
+    package = name if package else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                other = _part_of(full) if _part_of(target) is None else _part_of(target)
+                if other and other != mine and not (_part_of(target) == other and alias.name == "PART"):
+                    out.append(f"{full}")
+        elif isinstance(node, ast.Import):
+            out += [a.name for a in node.names if _part_of(a.name) not in (None, mine)]
+    return out
+
+
+@pytest.mark.parametrize("part", FOLDERS)
+def test_a_part_imports_no_other_part_s_module_only_its_part(part):
+    found = {}
+    for path in sorted((PARTS_DIR / part).glob("*.py")):
+        crossed = crossings(path.read_text(), module_name(path), path.name == "__init__.py")
+        if crossed:
+            found[path.name] = crossed
+    assert not found, found
+
+
+def test_the_crossing_rule_sees_a_crossing():
+    text = "from ..p01 import PART\nfrom ..p01.view import rig_view\nfrom .. import p03, variants\nfrom .plan import X\n"
+    assert crossings(text, "inference_wall.parts.p06.view") == ["inference_wall.parts.p01.view.rig_view",
+                                                                  "inference_wall.parts.p03"]
+    assert crossings("from ..p06 import PART\nfrom .plan import X\n", "inference_wall.parts.p06.view") == []

@@ -3,7 +3,8 @@
 
 The runner's jobs: planning (what to run), the presets its servers load, and the GPUs one of its servers takes.
 The page's jobs: its tables (read once from the data dir), a view per rig, each view's findings, the claims table
-of the views and the closing words; `page` runs the first four in order, the one call of a notebook's setup. Where
+of the views, the findings box and the closing words; `page` runs the first five in order, the one call of a
+notebook's setup. Where
 a part's own functions take other arguments, its module adapts them (thin functions next to its PART).
 
 What a view reads besides its tables travels in them: the data dir they were read from (`DATA_DIR`: a rig's
@@ -58,6 +59,11 @@ def reading_data_dir(rig_view: Callable[[str, dict, dict, Path | None], dict]) -
     return view
 
 
+def no_box(views: dict[str, dict], tables: dict) -> list[str]:
+    """The findings box of a part whose page has none."""
+    return []
+
+
 def no_closing(views: dict[str, dict], device: pd.DataFrame | None) -> str:
     """The closing words of a part whose page has none."""
     return ""
@@ -102,6 +108,7 @@ class Part:
     view(rig, tables, params) -> what the page's claims, figures and prose need about one rig.
     findings(view) -> sentences on one rig's view.
     claims(views) -> the claims table: one row per claim judged on a rig (a part's own columns).
+    box(views, tables) -> the page's findings box: 3-5 bullets over the rigs shown.
     closing(views, device) -> the page's closing words (device: the device-time table, or None).
     reads: the other parts whose data/runs/ folders the part's page (its notebook) reads besides its own, by name
     (schema.PARTS; EVERY_PART where it reads them all). The book's rebuild keys the page on them
@@ -114,6 +121,7 @@ class Part:
     findings: Callable[[dict], list[str]]
     claims: Callable[[dict[str, dict]], pd.DataFrame]
     closing: Callable[[dict[str, dict], pd.DataFrame | None], str] = no_closing
+    box: Callable[[dict[str, dict], dict], list[str]] = no_box
     shows: Callable[[str, dict], bool] = every_rig
     served_presets: Callable[[dict, object], list[str]] = rig_presets
     gpus_needed: Callable[[dict], int] = one_gpu
@@ -128,19 +136,20 @@ def runs_read(part: Part) -> tuple[str, ...]:
     return tuple(dict.fromkeys([part.name, *part.reads]))
 
 
-JOBS = ("plan", "served_presets", "gpus_needed", "tables", "shows", "view", "findings", "claims", "closing")
+JOBS = ("plan", "served_presets", "gpus_needed", "tables", "shows", "view", "findings", "claims", "box", "closing")
 
 
 @dataclass(frozen=True)
 class Page:
-    """What a notebook's setup computes: the rigs shown, the tables, each rig's parameters, view and findings, and
-    the claims table."""
+    """What a notebook's setup computes: the rigs shown, the tables, each rig's parameters, view and findings, the
+    claims table and the findings box."""
     rigs: list[str]
     tables: dict
     params: dict[str, dict]
     views: dict[str, dict]
     findings: dict[str, list[str]]
     claims: pd.DataFrame
+    box: list[str]
 
 
 def rig_parameters(part: Part, rig: str, data_dir: Path | None) -> dict:
@@ -153,9 +162,9 @@ def rig_parameters(part: Part, rig: str, data_dir: Path | None) -> dict:
 
 def page(part: Part, data_dir: Path | None, rigs: list[str], params: dict[str, dict] | None = None) -> Page:
     """A part's page on `rigs`: its tables, a view per rig (with `params`, each rig's parameters; None: the rig's
-    own), each view's findings and the claims table."""
+    own), each view's findings, the claims table and the findings box."""
     params = params if params is not None else {rig: rig_parameters(part, rig, data_dir) for rig in rigs}
     tables = part.tables(data_dir, rigs)
     views = {rig: part.view(rig, tables, params[rig]) for rig in rigs if part.shows(rig, tables)}
     return Page(list(rigs), tables, params, views, {rig: part.findings(v) for rig, v in views.items()},
-                part.claims(views))
+                part.claims(views), part.box(views, tables))
