@@ -107,7 +107,7 @@ def test_a_part_imports_only_the_parts_whose_data_it_builds_on(n):
 
 def test_the_variant_wing_imports_no_part():
     assert not _part_imports(ROOT / "src" / "inference_wall" / "parts" / "variants.py")
-    assert _part_imports(ROOT / "src" / "inference_wall" / "parts" / "p05.py") == {1, 3}
+    assert not set().union(*(_part_imports(f) for f in (ROOT / "src" / "inference_wall" / "parts" / "p05").glob("*.py")))
 
 
 # The page's jobs, each with the protocol's one signature (parameter names, in order), and the runner's.
