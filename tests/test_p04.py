@@ -423,7 +423,7 @@ def test_the_findings_box_has_3_to_5_bullets_with_the_queue_correction_and_3_sig
     shown = p04.page_rigs()
     table = p04.point_table(None, shown)
     views = {r: p04.rig_view(table, r) for r in shown}
-    bullets = p04.key_findings(views, p04.arithmetic(), p04.published_running())
+    bullets = p04.key_findings(views, {"arithmetic": p04.arithmetic(), "published": p04.published_running()})
     assert bullets[0].startswith("**The series' flooded batch was the KV pool's admission limit:**")
     assert "146 requests" in bullets[0]
     if views:

@@ -160,6 +160,13 @@ def rig_parameters(part: Part, rig: str, data_dir: Path | None) -> dict:
     return dict(part.defaults) if rig == PUBLISHED_RIG else parameters(part.name, rig, data_dir)
 
 
+def rig_view(part: Part, data_dir: Path | None, rig: str, params: dict | None = None) -> dict:
+    """One rig's view of a part (its tables of that rig, then its view; `params`: the rig's parameters, None: its
+    own): how one part reads another's measurements of the same rig, through the other's PART."""
+    return part.view(rig, part.tables(data_dir, [rig]), params if params is not None else
+                     rig_parameters(part, rig, data_dir))
+
+
 def page(part: Part, data_dir: Path | None, rigs: list[str], params: dict[str, dict] | None = None) -> Page:
     """A part's page on `rigs`: its tables, a view per rig (with `params`, each rig's parameters; None: the rig's
     own), each view's findings, the claims table and the findings box."""
