@@ -201,12 +201,13 @@ def test_part_3s_page_is_its_per_part_calls():
     table, facts = p03.sweep_table(DATA, shown), p03.reference_view(DATA)
     rigs1 = sorted({p03.part1_rig(r, DATA) for r in shown})
     tables1 = p01.page_tables(DATA, rigs1)
-    views1 = {r: p01.rig_view(r, DATA, tables1) for r in rigs1}
-    fits = {rig: views1[p03.part1_rig(rig, DATA)] for rig in shown}
+    views1 = {r: {**p01.rig_view(r, DATA, tables1), protocol.REFERENCE: p01.claim_facts(DATA)} for r in rigs1}
+    fits = {rig: views1[p03.part1_rig(rig, DATA)] for rig in shown}  # part 1's views through its PART
     spread = p03.run_to_run(table)
     views = {rig: p03.rig_view(table, rig, fits[rig], facts, spread) for rig in shown}
     _same_tables(page.tables, {"sweep": table, "part1": fits, "spread": spread, protocol.REFERENCE: facts})
     assert page.findings == {rig: p03.key_findings({rig: v}, facts) for rig, v in views.items()}
+    assert page.box == p03.key_findings(page.views, facts)
     pd.testing.assert_frame_equal(page.claims, evaluate(p03.CLAIMS, views, facts))
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 from ..measure import analysis
 from ..run.bench import PassSpec
 from ..measure.analysis import GIB, Interval, LinearFit, combine
+from ..measure.admission import running_limit  # noqa: F401 (part 1's name for it stays)
 from ..measure.claims import Claim, Judgement, Missing, fmt_num, known_number, need
 from ..model.kvcache import pool_from_concurrency, pool_from_report
 from ..model.modelshape import ModelShape
@@ -406,19 +407,6 @@ fmt = number  # a number in the page's sentences (words.number)
 # ---------------------------------------------------------------------------------------------
 # Claims: each predicts one measurement of a rig from other measurements of the same rig
 # ---------------------------------------------------------------------------------------------
-def running_limit(view: dict, cap_key: str = "max_num_seqs") -> tuple[Interval, str]:
-    """min(max_num_seqs, KV admission limit for one request's prompt + output), and the arithmetic."""
-    cap = int(need(view, cap_key))
-    pool = need(view, "pool")
-    tokens = view["request_tokens"]
-    adm = need(view, "admission")
-    limit = Interval(min(cap, adm.value), min(cap, adm.low), min(cap, adm.high))
-    per = pool.pages_per_request(tokens)
-    how = (f"min(max_num_seqs {cap}, ({pool.num_blocks} pages - 1) // {per} pages per {tokens}-token request "
-           f"= {adm.value:.0f}) = {limit.value:.0f}; pool: {pool.source}, {pool.block_size}-token pages")
-    return limit, how
-
-
 def _roofline(v: dict) -> Judgement:
     w, bw, itl = need(v, "weights_gib"), need(v, "bandwidth_gb_s"), need(v, "single_itl_ms")
     tower = v.get("vision_gib", 0.0)

@@ -160,11 +160,18 @@ def rig_parameters(part: Part, rig: str, data_dir: Path | None) -> dict:
     return dict(part.defaults) if rig == PUBLISHED_RIG else parameters(part.name, rig, data_dir)
 
 
+def views(part: Part, data_dir: Path | None, rigs: list[str], params: dict[str, dict] | None = None) -> dict[str, dict]:
+    """The views of a part on `rigs` (its tables read once, then a view per rig it shows; `params`: each rig's
+    parameters, None: the rig's own), without their findings and claims: how one part reads another's measurements
+    of the same rigs, through the other's PART."""
+    params = params if params is not None else {rig: rig_parameters(part, rig, data_dir) for rig in rigs}
+    tables = part.tables(data_dir, rigs)
+    return {rig: part.view(rig, tables, params[rig]) for rig in rigs if part.shows(rig, tables)}
+
+
 def rig_view(part: Part, data_dir: Path | None, rig: str, params: dict | None = None) -> dict:
-    """One rig's view of a part (its tables of that rig, then its view; `params`: the rig's parameters, None: its
-    own): how one part reads another's measurements of the same rig, through the other's PART."""
-    return part.view(rig, part.tables(data_dir, [rig]), params if params is not None else
-                     rig_parameters(part, rig, data_dir))
+    """One rig's view of a part (views of that rig alone)."""
+    return views(part, data_dir, [rig], None if params is None else {rig: params})[rig]
 
 
 def page(part: Part, data_dir: Path | None, rigs: list[str], params: dict[str, dict] | None = None) -> Page:
@@ -172,6 +179,6 @@ def page(part: Part, data_dir: Path | None, rigs: list[str], params: dict[str, d
     own), each view's findings, the claims table and the findings box."""
     params = params if params is not None else {rig: rig_parameters(part, rig, data_dir) for rig in rigs}
     tables = part.tables(data_dir, rigs)
-    views = {rig: part.view(rig, tables, params[rig]) for rig in rigs if part.shows(rig, tables)}
-    return Page(list(rigs), tables, params, views, {rig: part.findings(v) for rig, v in views.items()},
-                part.claims(views), part.box(views, tables))
+    shown = {rig: part.view(rig, tables, params[rig]) for rig in rigs if part.shows(rig, tables)}
+    return Page(list(rigs), tables, params, shown, {rig: part.findings(v) for rig, v in shown.items()},
+                part.claims(shown), part.box(shown, tables))
