@@ -10,9 +10,10 @@ import pandas as pd
 from ..words import round_sig  # noqa: F401 (a table cell's rounding: the words module's)
 
 GIB = 2**30
+KEEP_UP = 0.9  # the knee: the first offered rate at which less than this fraction is completed
 
 
-def knee(rate_sweep: pd.DataFrame, keep_up: float = 0.9) -> dict:
+def knee(rate_sweep: pd.DataFrame, keep_up: float = KEEP_UP) -> dict:
     """The knee of a rate sweep, operationally: the first finite offered rate at which the server
     completes less than `keep_up` of what is offered (completed/offered < keep_up). Also the last rate
     below it that the server kept up with (on a loaded machine a higher rate can keep up again after a lower one

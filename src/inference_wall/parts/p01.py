@@ -12,6 +12,8 @@ from ..measure import analysis
 from ..run.bench import PassSpec
 from ..measure.analysis import GIB, Interval, LinearFit, combine
 from ..measure.admission import running_limit  # noqa: F401 (part 1's name for it stays)
+from ..measure.analysis import KEEP_UP  # noqa: F401 (part 1's name for it stays)
+from ..measure.ratepass import MIXED_COLUMNS, mixed_split  # noqa: F401 (part 1's names stay)
 from ..measure.claims import Claim, Judgement, Missing, fmt_num, known_number, need
 from ..model.kvcache import pool_from_concurrency, pool_from_report
 from ..model.modelshape import ModelShape
@@ -46,7 +48,6 @@ DEFAULTS = {
 }
 
 
-KEEP_UP = 0.9  # the knee: the first offered rate at which less than this fraction is completed
 PUBLISHED_PRESET = "qwen3.5-4b"  # the posts' model, whose shapes data/models holds
 
 
@@ -204,30 +205,6 @@ def decode_table(data_dir=None, rigs=None, loaded: dict | None = None) -> pd.Dat
                 row["decode_tok_s"] = row["batch"] * 1000.0 / row["step_ms"]
                 rows.append(row)
     return pd.DataFrame(rows, columns=None if rows else ["rig", "batch", "step_ms", "decode_tok_s"])
-
-
-def mixed_split(pt, rate: float) -> dict | None:
-    """One rate pass, from vLLM's stats lines (one per second): generation throughput in intervals that also
-    prefilled arriving prompts against intervals of decode alone, beside the generation rate the offered load needs
-    (offered requests a second x output tokens). None when no interval had a running batch."""
-    st = pt.stats_during()
-    busy = st[st["running"] > 0] if len(st) else st
-    if not len(busy):
-        return None
-    mixed, alone = busy[busy["prompt_tok_s"] > 0], busy[busy["prompt_tok_s"] == 0]
-    return {"rig": pt.rig, "point": pt.name, "offered_rate_rps": rate,
-            "needed_gen_tok_s": rate * pt.record.workload["output_len"],
-            "gen_with_prefill_tok_s": mixed["gen_tok_s"].median() if len(mixed) else math.nan,
-            "gen_decode_only_tok_s": alone["gen_tok_s"].median() if len(alone) else math.nan,
-            "intervals_with_prefill_pct": 100 * len(mixed) / len(busy),
-            "intervals": len(busy), "decode_only_intervals": len(alone),
-            "running_median": busy["running"].median(),
-            "max_num_seqs": pt.record.max_num_seqs}
-
-
-MIXED_COLUMNS = ["rig", "point", "offered_rate_rps", "needed_gen_tok_s", "gen_with_prefill_tok_s",
-                 "gen_decode_only_tok_s", "intervals_with_prefill_pct", "intervals", "decode_only_intervals",
-                 "running_median", "max_num_seqs"]
 
 
 def mixed_step_table(data_dir=None, rigs: list[str] | None = None, loaded: dict | None = None) -> pd.DataFrame:
