@@ -177,3 +177,27 @@ def test_the_crossing_rule_sees_a_crossing():
     assert crossings(text, "inference_wall.parts.p06.view") == ["inference_wall.parts.p01.view.rig_view",
                                                                   "inference_wall.parts.p03"]
     assert crossings("from ..p06 import PART\nfrom .plan import X\n", "inference_wall.parts.p06.view") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Pages: the notebooks and the glance page go through the protocol's door
+# ---------------------------------------------------------------------------------------------
+BOOK = PACKAGE.parents[1]
+
+
+@pytest.mark.parametrize("page", sorted(p.relative_to(BOOK).as_posix() for p in
+                                        [*(BOOK / "notebooks").glob("*.md"), *(BOOK / "book").glob("*.md")]))
+def test_a_notebook_reads_the_page_s_findings_and_calls_part_closing(page):
+    """The findings box is page.box, each rig's findings page.findings, the closing words PART.closing: a notebook
+    calls no part's key_findings or closing_note of its own."""
+    text = (BOOK / page).read_text()
+    assert "key_findings(" not in text and "closing_note(" not in text
+
+
+def test_the_glance_page_is_one_loop_over_the_parts_pages():
+    """pages/glance.py reads the parts through their protocol pages only: no part module, no rig_view."""
+    path = PACKAGE / "pages" / "glance.py"
+    text = path.read_text()
+    assert "rig_view" not in text
+    imported = imports_of(module_name(path), path, set(modules()))
+    assert not {m for m in imported if _part_of(m)}, sorted(m for m in imported if _part_of(m))

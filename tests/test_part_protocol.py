@@ -114,7 +114,8 @@ def test_the_variant_wing_imports_no_part():
 JOB_PARAMETERS = {"plan": ["params", "profile", "pools", "data_dir"], "served_presets": ["params", "profile"],
                   "gpus_needed": ["params"], "tables": ["data_dir", "rigs"], "shows": ["rig", "tables"],
                   "view": ["rig", "tables", "params"],
-                  "findings": ["view"], "claims": ["views"], "box": ["views", "tables"], "closing": ["views", "device"]}
+                  "findings": ["view"], "claims": ["views"], "claim_ids": ["views"], "box": ["views", "tables"],
+                  "closing": ["views", "device"]}
 
 
 def test_the_protocol_lists_every_job():

@@ -40,7 +40,8 @@ from ..errors import UserError
 from ..words import MISSING, join_and, number
 from ..run.sweep import PassPlan, PointPlan
 from ..run.trace import decode_window_trace
-from .protocol import EVERY_PART, Part, judged, reading_data_dir, with_data_dir, without_data_dir
+from .protocol import (EVERY_PART, Part, ids_of, judged, measured_rigs,
+                       reading_data_dir, with_data_dir, without_data_dir)
 
 NAME = "00-inside-a-step"
 NOTEBOOK = "notebooks/00-inside-a-step.md"
@@ -1432,7 +1433,8 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
 
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=with_data_dir(page_tables), view=reading_data_dir(rig_view),
-            findings=findings, claims=judged(CLAIMS), served_presets=served_presets,
+            findings=findings, claims=judged(CLAIMS), claim_ids=ids_of(CLAIMS), shows=measured_rigs,
+            served_presets=served_presets,
             # part 2's sessions and part 3's floods beside its own, part 1's and 5's points against its step model,
             # and every part's server logs (pools.block_size: the page a hybrid model's start logged)
             reads=EVERY_PART)

@@ -74,6 +74,26 @@ def every_rig(rig: str, tables: dict) -> bool:
     return True
 
 
+def measured_rigs(rig: str, tables: dict) -> bool:
+    """Whether a rig shown gets a view, for a part the series never published: the measured rigs only."""
+    from ..schema import PUBLISHED_RIG
+
+    return rig != PUBLISHED_RIG
+
+
+def ids_of(claims: list | Callable[[dict[str, dict]], list]) -> Callable[[dict[str, dict]], list[str]]:
+    """The protocol's claim_ids for a part whose claims (or the callable that picks them for the views shown) have
+    ids: their ids, in order."""
+    def ids(views: dict[str, dict]) -> list[str]:
+        return [c.id for c in (claims(views) if callable(claims) else claims)]
+    return ids
+
+
+def no_claim_ids(views: dict[str, dict]) -> list[str]:
+    """The claim ids of a part that lists none: the claims table says which."""
+    return []
+
+
 def one_paragraph(findings: Callable[[dict], str]) -> Callable[[dict], list[str]]:
     """The protocol's findings for a part whose findings of a view are one paragraph."""
     def sentences(view: dict) -> list[str]:
@@ -109,6 +129,8 @@ class Part:
     findings(view) -> sentences on one rig's view.
     claims(views) -> the claims table: one row per claim judged on a rig (a part's own columns).
     box(views, tables) -> the page's findings box: 3-5 bullets over the rigs shown.
+    claim_ids(views) -> the ids of the claims judged on those views, in the part's order (a page that shows no rig
+    still lists them: the glance page's rows).
     closing(views, device) -> the page's closing words (device: the device-time table, or None).
     reads: the other parts whose data/runs/ folders the part's page (its notebook) reads besides its own, by name
     (schema.PARTS; EVERY_PART where it reads them all). The book's rebuild keys the page on them
@@ -122,6 +144,7 @@ class Part:
     claims: Callable[[dict[str, dict]], pd.DataFrame]
     closing: Callable[[dict[str, dict], pd.DataFrame | None], str] = no_closing
     box: Callable[[dict[str, dict], dict], list[str]] = no_box
+    claim_ids: Callable[[dict[str, dict]], list[str]] = no_claim_ids
     shows: Callable[[str, dict], bool] = every_rig
     served_presets: Callable[[dict, object], list[str]] = rig_presets
     gpus_needed: Callable[[dict], int] = one_gpu
@@ -136,7 +159,8 @@ def runs_read(part: Part) -> tuple[str, ...]:
     return tuple(dict.fromkeys([part.name, *part.reads]))
 
 
-JOBS = ("plan", "served_presets", "gpus_needed", "tables", "shows", "view", "findings", "claims", "box", "closing")
+JOBS = ("plan", "served_presets", "gpus_needed", "tables", "shows", "view", "findings", "claims", "claim_ids", "box",
+        "closing")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ sweep (relative to the flood's measured capacity unless absolute rates are given
 batch sizes for the step-time model."""
 from __future__ import annotations
 
-from ..protocol import EVERY_PART, Part, judged, without_data_dir
+from ..protocol import EVERY_PART, Part, ids_of, judged, without_data_dir
 from ...measure.analysis import GIB  # noqa: F401 (re-exported)
 from ...measure.analysis import Interval  # noqa: F401 (re-exported)
 from ...measure.analysis import KEEP_UP  # noqa: F401 (re-exported)
@@ -29,7 +29,7 @@ from .words import (  # noqa: F401 (the part's names, as before the folder)
     rig_findings, single_interval_note, steadiness_words, takeaways, takeaways_markdown)
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=protocol_tables, view=protocol_view, findings=rig_findings,
-            claims=judged(CLAIMS), box=page_box,
+            claims=judged(CLAIMS), claim_ids=ids_of(CLAIMS), box=page_box,
             # every part's: a repeat rig's points of every part (rig.run_to_run), every start's log
             # (pools.block_size), the step chapter's answers and step model (p00.part_answers, stepcheck)
             reads=EVERY_PART)

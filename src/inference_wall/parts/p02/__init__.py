@@ -8,7 +8,7 @@ into it one after another (the repeats). See inject.py for the client and freeze
 from __future__ import annotations
 
 from ...schema import PARTS
-from ..protocol import Part, judged
+from ..protocol import Part, ids_of, judged
 from ...measure.analysis import Interval  # noqa: F401 (re-exported)
 from ...model.weightbytes import config_matmul_params  # noqa: F401 (re-exported)
 from ...measure.claims import fmt_num  # noqa: F401 (re-exported)
@@ -34,5 +34,5 @@ from .words import (  # noqa: F401 (the part's names, as before the folder)
 
 # its knee points read part 1's knee from the data dir
 PART = Part(NAME, DEFAULTS, plan, tables=protocol_tables, view=protocol_view, findings=rig_findings,
-            claims=judged(page_claims), shows=has_freezes, box=page_box,
+            claims=judged(page_claims), claim_ids=ids_of(page_claims), shows=has_freezes, box=page_box,
             reads=(PARTS[0], PARTS[1]))  # the step chapter's answers (p00.part_answers); part 1's knee and points

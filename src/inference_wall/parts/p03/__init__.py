@@ -1,7 +1,7 @@
 """Part 3, the batching cliff: one server per max_num_seqs cap, each flooded after a warm-up."""
 from __future__ import annotations
 
-from ..protocol import EVERY_PART, Part, judged, without_data_dir
+from ..protocol import EVERY_PART, Part, ids_of, judged, without_data_dir
 from ...measure.analysis import Interval  # noqa: F401 (re-exported)
 from ...measure import analysis  # noqa: F401 (re-exported)
 from ...measure.claims import fmt_num as fmt  # noqa: F401 (re-exported)
@@ -21,5 +21,5 @@ from .words import (  # noqa: F401 (the part's names, as before the folder)
     rig_findings, short_window_words, small_model_words, steady_words, takeaways, unpolled_words)
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=protocol_tables, view=protocol_view, findings=rig_findings,
-            claims=judged(CLAIMS), box=page_box,
+            claims=judged(CLAIMS), claim_ids=ids_of(CLAIMS), box=page_box,
             reads=EVERY_PART)  # part 1's page (which reads every part's), part 0's answers and step model

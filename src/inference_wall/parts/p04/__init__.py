@@ -14,7 +14,7 @@ a new page find none and the scheduler preempts (recompute): the latest admitted
 and goes back to the queue."""
 from __future__ import annotations
 
-from ..protocol import EVERY_PART, Part, one_paragraph
+from ..protocol import EVERY_PART, Part, ids_of, measured_rigs, one_paragraph
 from ...measure.claims import DIFFERS  # noqa: F401 (re-exported)
 from ...measure.claims import HOLDS  # noqa: F401 (re-exported)
 from ...measure.claims import INCONCLUSIVE  # noqa: F401 (re-exported)
@@ -39,5 +39,5 @@ from .words import (  # noqa: F401 (the part's names, as before the folder)
     _faster_text, _n, _stall_text, findings, key_findings, pool_cost_text, short_pass_note, steady_words)
 
 PART = Part(NAME, DEFAULTS, plan, tables=protocol_tables, view=protocol_view, findings=one_paragraph(findings),
-            claims=evaluate_claims, box=key_findings,
+            claims=evaluate_claims, claim_ids=ids_of(CLAIMS), shows=measured_rigs, box=key_findings,
             reads=EVERY_PART)  # part 1's view of the rig, and every start's log (pools.block_size)

@@ -7,7 +7,8 @@ fit: fixed + per-sequence cost), and a flood at the session's cap; further caps 
 server of their own. The KV pool each format leaves comes from the variant's startup log (kvcache)."""
 from __future__ import annotations
 
-from ..protocol import EVERY_PART, Part, judged, one_paragraph, reading_data_dir, with_data_dir, without_data_dir
+from ..protocol import (EVERY_PART, Part, ids_of, judged, measured_rigs,
+                        one_paragraph, reading_data_dir, with_data_dir, without_data_dir)
 from ..variants import BAND  # noqa: F401 (re-exported)
 from ...model.weightbytes import FORMATS  # noqa: F401 (re-exported)
 from ...measure.analysis import Interval  # noqa: F401 (re-exported)
@@ -44,6 +45,7 @@ from .words import (  # noqa: F401 (the part's names, as before the folder)
     spread_text)
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=with_data_dir(page_tables), view=reading_data_dir(rig_view),
-            findings=one_paragraph(findings), claims=judged(CLAIMS), box=key_findings, closing=closing_note,
+            findings=one_paragraph(findings), claims=judged(CLAIMS), claim_ids=ids_of(CLAIMS), shows=measured_rigs,
+            box=key_findings, closing=closing_note,
             served_presets=served_presets,
             reads=EVERY_PART)  # part 1's and 3's servers, part 0's answers and step model, every start's log

@@ -9,7 +9,8 @@ come from the one-GPU server of the same rig: its fixed cost, its weight stream 
 per-sequence cost, its weights and KV pool from the log, and its ceiling."""
 from __future__ import annotations
 
-from ..protocol import Part, judged, one_paragraph, reading_data_dir, with_data_dir, without_data_dir
+from ..protocol import (Part, ids_of, judged, measured_rigs, one_paragraph,
+                        reading_data_dir, with_data_dir, without_data_dir)
 from .plan import (  # noqa: F401 (the part's names, as before the folder)
     BAND, BASE, BUNCHED, CONFIGS, CONFIG_LABELS, CONFIG_SERVE_ARGS, DEFAULTS, ENGINES, GPUS, NAME, NOTEBOOK,
     SHARDS, STEP, TWO_GPU_RIG, gpus_needed, plan, run_configs, serve_args, served_presets)
@@ -24,5 +25,6 @@ from .words import (  # noqa: F401 (the part's names, as before the folder)
     awaiting_note, closing_note, findings, key_findings)
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=with_data_dir(page_tables), view=reading_data_dir(rig_view),
-            findings=one_paragraph(findings), claims=judged(CLAIMS), box=key_findings, closing=closing_note,
+            findings=one_paragraph(findings), claims=judged(CLAIMS), claim_ids=ids_of(CLAIMS), shows=measured_rigs,
+            box=key_findings, closing=closing_note,
             served_presets=served_presets, gpus_needed=gpus_needed)
