@@ -75,7 +75,7 @@ test:
 
 # Without the book build or the vLLM runs: the pure-Python tests only.
 test-fast: $(STAMP)
-	$(VENV_PY) -m pytest -q -m "not vllm and not browser"
+	$(VENV_PY) -m pytest -q -m "not vllm and not browser and not book"
 
 # PART, RIG and ARGS reach the CLI as environment variables, never as recipe text: neither make nor the shell
 # evaluates what they hold (the CLI splits IW_ARGS itself: single quotes group, double quotes stay, see

@@ -2,10 +2,12 @@
 
 1. Each notebook page of _toc.yml (a MyST notebook: a `kernelspec` in its front matter) has an input key:
    the hashes of the notebook file, the package's source (src/inference_wall/**/*.py), the pinned
-   environment (requirements.lock) and the data it reads (:func:`data_inputs`: a part's own
-   data/runs/<part>/ folder, the earlier parts' folders its code reads (RUNS_READ), data/reference,
-   data/rigs and data/models; the book/ pages read all of data/). Jupyter Book's own cache
-   (jupyter-cache) hashes the code cells only and would miss a change of data.
+   environment (requirements.lock) and the data it reads (:func:`data_inputs`: the data/runs/<part>/
+   folders its part's `Part.reads` names (parts/protocol.py), data/reference, data/rigs and data/models;
+   the book/ pages read all of data/). Jupyter Book's own cache (jupyter-cache) hashes the code cells only
+   and would miss a change of data. Each kernel notes the data/runs/ folders its notebook actually read
+   (scripts/record-runs-read.py, an audit hook); a notebook that read one its key does not cover fails the
+   build ("UnkeyedRead"), so a page cannot silently go stale when another part's runs change.
 2. A notebook whose key differs from the one recorded under _build/executed/ (or that has none, or whose
    last execution failed, or whose saved figures are gone) is executed again, in parallel, as myst-nb
    executes it (jupyter-cache's single_nb_execution, the notebook's folder as working directory, the
@@ -23,6 +25,7 @@ one at a time. IW_BOOK_FORCE=1 executes every notebook again.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -37,17 +40,6 @@ ROOT = Path(__file__).resolve().parents[1]
 EXECUTED = Path("_build") / "executed"  # under the book root
 KEY_FORMAT = "1"  # bump when what a key covers changes
 
-# The other parts' data/runs/ folders a part's code reads besides its own (the series builds on part 1's
-# measurements; part 5 compares with the rig's part-1 and part-3 servers, part 6 with part 5's). Checked
-# against the parts' imports by tests/test_build_book.py. A notebook not listed here reads all of data/runs.
-RUNS_READ = {
-    "01-hit-the-wall": (),
-    "02-prefill-freeze": ("01-hit-the-wall",),
-    "03-batching-cliff": ("01-hit-the-wall",),
-    "04-kv-starvation": ("01-hit-the-wall",),
-    "05-four-bits": ("01-hit-the-wall", "03-batching-cliff"),
-    "06-past-one-gpu": ("01-hit-the-wall", "03-batching-cliff", "05-four-bits"),
-}
 SHARED_DATA = ("data/reference", "data/rigs", "data/models")
 
 # A kernel that fails to start is not the notebook's fault, and such a notebook (or build) is run once more;
@@ -60,6 +52,9 @@ SHARED_DATA = ("data/reference", "data/rigs", "data/models")
 #   start at once than jobs() allows.
 PORT_RACE = ("Kernel died before replying to kernel_info", "Address already in use", "Kernel didn't respond in")
 KERNEL_START_S = 300
+# Run by each notebook's kernel before its first cell: it notes the data/runs/ folders the notebook reads (the
+# record's "runs_read"), which the build checks against the folders its key covers (unkeyed_reads).
+READS_HOOK = Path(__file__).resolve().with_name("record-runs-read.py")
 _FIGURE_REF = re.compile(r"_static/figures/([a-z0-9][a-z0-9._-]*\.(?:png|svg))")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -190,14 +185,40 @@ class Hasher:
             tmp.replace(self.cache_path)
 
 
+@functools.lru_cache(maxsize=1)
+def runs_read() -> dict[str, tuple[str, ...]]:
+    """Each part's page (by its name, the notebook's): the data/runs/ folders it reads, its Part's runs_read
+    (parts/protocol.py); empty, and said once, where the package does not import (its notebooks then fail with
+    their own error, keyed on all of data/runs meanwhile)."""
+    try:
+        from inference_wall.parts import MODULES
+        from inference_wall.parts.protocol import runs_read as of_part
+
+        return {m.PART.name: of_part(m.PART) for m in MODULES.values()}
+    except Exception as e:  # a broken package: the notebooks say what is wrong
+        say(f"the package does not import ({type(e).__name__}: {e}): every part's page reads all of data/runs")
+        return {}
+
+
 def data_inputs(docname: str, root: Path = ROOT) -> list[str]:
-    """The data/ paths a notebook page reads (relative to the book root)."""
+    """The data/ paths a notebook page reads (relative to the book root): a part's page, the data/runs/ folders
+    its Part.reads names (its own first) and the shared data; a notebook that is no part's, all of data/runs;
+    the book/ pages (glance, method, rigs, primer), all of data/."""
     part = docname.split("/")[-1]
-    if docname.startswith("notebooks/") and part in RUNS_READ:
-        return [f"data/runs/{p}" for p in (part, *RUNS_READ[part])] + list(SHARED_DATA)
-    if docname.startswith("notebooks/"):  # a part not in RUNS_READ: every part's runs
+    if docname.startswith("notebooks/") and part in runs_read():
+        return [f"data/runs/{p}" for p in runs_read()[part]] + list(SHARED_DATA)
+    if docname.startswith("notebooks/"):
         return ["data/runs", *SHARED_DATA]
-    return ["data"]  # the book/ pages (method, rigs, primer) read everything
+    return ["data"]
+
+
+def unkeyed_reads(record: dict, inputs: dict[str, str]) -> list[str]:
+    """The data/runs/ folders an executed notebook read (its record's runs_read, from its kernel) that its key
+    does not cover: a page that would not be executed again when they change."""
+    covered = {k for k in inputs if k == "data" or k.startswith("data/runs")}
+    if covered & {"data", "data/runs"}:
+        return []
+    return [f"data/runs/{f}" for f in record.get("runs_read", []) if f"data/runs/{f}" not in covered]
 
 
 def input_parts(docname: str, root: Path = ROOT, hasher: Hasher | None = None) -> dict[str, str]:
@@ -282,10 +303,15 @@ def execute_one(root: Path, docname: str, inputs: dict[str, str]) -> dict:
 
     timeout = (book_config(root).get("execute") or {}).get("timeout", 600)
     nb = read_notebook(root, docname)
+    reads = executed_path(root, docname, ".reads")
+    reads.parent.mkdir(parents=True, exist_ok=True)
+    reads.unlink(missing_ok=True)
+    os.environ.update({"IW_READS_LOG": str(reads), "IW_READS_UNDER": str(root / "data" / "runs")})
     t0 = time.monotonic()
     try:
         result = single_nb_execution(nb, cwd=str((root / docname).parent), timeout=timeout, allow_errors=False,
-                                     meta_override=True, startup_timeout=KERNEL_START_S)
+                                     meta_override=True, startup_timeout=KERNEL_START_S,
+                                     extra_arguments=[f"--IPKernelApp.exec_files={READS_HOOK}"])
         error, trace, runtime = result.err, result.exc_string, result.time
     except Exception as e:  # a kernel that died or never started: not a CellExecutionError
         import traceback
@@ -294,7 +320,9 @@ def execute_one(root: Path, docname: str, inputs: dict[str, str]) -> dict:
     out = executed_path(root, docname)
     out.parent.mkdir(parents=True, exist_ok=True)
     record = {"docname": docname, "inputs": inputs, "succeeded": error is None, "runtime": runtime,
-              "error": type(error).__name__ if error else None, "finished": time.time()}
+              "error": type(error).__name__ if error else None, "finished": time.time(),
+              "runs_read": sorted(set(reads.read_text().split())) if reads.is_file() else []}
+    reads.unlink(missing_ok=True)
     err_log = executed_path(root, docname, ".err.log")
     if error is None:
         text = nbformat.writes(nb)
@@ -376,7 +404,14 @@ def execute_stale(root: Path = ROOT, n_jobs: int | None = None, force: bool | No
     failed = 0
     with ThreadPoolExecutor(max_workers=min(n_jobs, len(todo))) as pool:
         for doc, record in zip(todo, pool.map(run, todo)):
-            if record.get("succeeded"):
+            unkeyed = unkeyed_reads(record, todo[doc]) if record.get("succeeded") else []
+            if unkeyed:  # executed, but its page would go stale: it counts as failed, and runs again next build
+                failed += 1
+                record.update(succeeded=False, error="UnkeyedRead")
+                executed_path(root, doc, ".json").write_text(json.dumps(record, indent=1))
+                say(f"{doc}: FAILED: it read {', '.join(unkeyed)}, which its key does not cover: name the part(s) in "
+                    f"its Part's reads (src/inference_wall/parts/), or the page goes stale when they change")
+            elif record.get("succeeded"):
                 say(f"{doc}: executed in {record['runtime']:.1f} s")
             else:
                 failed += 1
@@ -469,8 +504,6 @@ def build_once(root: Path = ROOT) -> int:
         say(f"{failed} notebook(s) failed: the site is not built (each one's report is under {EXECUTED})")
         return 1
     say(f"notebooks ready ({time.monotonic() - t0:.1f} s); jupyter-book build (incremental)")
-    import functools
-
     from jupyter_book import sphinx as jb_sphinx
     from jupyter_book.cli.main import main as jb_main
 

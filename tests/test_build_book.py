@@ -9,10 +9,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _script():
+def _script(reads: dict[str, tuple[str, ...]] | None = None):
+    """scripts/build-book.py as a module; with `reads`, the parts' pages read those runs (not the package's parts')."""
     spec = importlib.util.spec_from_file_location("build_book", ROOT / "scripts" / "build-book.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    if reads is not None:
+        mod.runs_read = lambda: reads
     return mod
 
 
@@ -66,6 +69,10 @@ def test_a_race_then_a_clean_build_succeeds(tmp_path):
 FRONT = "---\nkernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n# {title}\n\n```{{code-cell}} ipython3\nprint(1)\n```\n"
 
 
+# The fake book's two parts: part 3's page reads part 1's runs besides its own.
+FAKE_READS = {"01-hit-the-wall": ("01-hit-the-wall",), "03-batching-cliff": ("03-batching-cliff", "01-hit-the-wall")}
+
+
 @pytest.fixture
 def book(tmp_path):
     """A small fake book: two parts, a book/ page, an intro without a kernel, the package, the data."""
@@ -98,11 +105,11 @@ def _keys(mod, root):
 
 
 def test_the_notebook_pages_are_the_toc_s_pages_with_a_kernel(book):
-    assert _script().notebook_pages(book) == ["notebooks/01-hit-the-wall", "notebooks/03-batching-cliff", "book/method"]
+    assert _script(FAKE_READS).notebook_pages(book) == ["notebooks/01-hit-the-wall", "notebooks/03-batching-cliff", "book/method"]
 
 
 def test_a_data_file_of_part_3_changes_part_3_s_key_and_not_part_1_s(book):
-    mod = _script()
+    mod = _script(FAKE_READS)
     before = _keys(mod, book)
     assert len(set(before.values())) == 3
     (book / "data/runs/03-batching-cliff/cpu-tiny/mns-001/manifest.json").write_text('{"status": "failed"}')
@@ -118,7 +125,7 @@ def test_a_data_file_of_part_3_changes_part_3_s_key_and_not_part_1_s(book):
 
 
 def test_a_new_point_folder_is_a_change_and_a_touch_is_not(book):
-    mod = _script()
+    mod = _script(FAKE_READS)
     before = _keys(mod, book)
     manifest = book / "data/runs/03-batching-cliff/cpu-tiny/mns-001/manifest.json"
     manifest.write_text(manifest.read_text())  # same bytes, a new mtime
@@ -131,7 +138,7 @@ def test_a_new_point_folder_is_a_change_and_a_touch_is_not(book):
 
 
 def test_the_package_changes_every_key_and_a_notebook_only_its_own(book):
-    mod = _script()
+    mod = _script(FAKE_READS)
     before = _keys(mod, book)
     (book / "notebooks/01-hit-the-wall.md").write_text(FRONT.format(title="Part 1, again"))
     after = _keys(mod, book)
@@ -145,7 +152,7 @@ def test_the_package_changes_every_key_and_a_notebook_only_its_own(book):
 
 
 def test_the_reasons_name_what_changed(book):
-    mod = _script()
+    mod = _script(FAKE_READS)
     new = mod.input_parts("notebooks/01-hit-the-wall", book)
     assert mod.why_stale(None, new, book) == ["never executed here"]
     assert mod.why_stale({"succeeded": False, "inputs": new}, new, book) == ["its last execution failed"]
@@ -156,31 +163,116 @@ def test_the_reasons_name_what_changed(book):
     assert mod.why_stale(gone, new, book) == ["figure files missing: _static/figures/part1-roofline.png"]
 
 
-def test_each_part_s_runs_cover_the_parts_its_module_imports():
-    """RUNS_READ names the other parts' data/runs/ a part reads: at least every part module its own module
-    imports (and theirs), so a change of part 1's data re-runs the parts built on it."""
+def test_each_part_s_reads_cover_the_parts_its_module_imports():
+    """Part.reads names at least every part module a part's module imports (and theirs): a part that builds on
+    another's page reads that part's runs, whatever the last build happened to open."""
     import re
 
+    from inference_wall.parts import MODULES
+    from inference_wall.parts.protocol import runs_read
+    from inference_wall.schema import PARTS
+
     mod = _script()
-    parts = ROOT / "src" / "inference_wall" / "parts"
-    names = {int(n[:2]): n for n in mod.RUNS_READ}
     imports = {}
-    for path in parts.glob("p0[1-9]*.py"):
-        n = int(path.stem[1:3])
-        text = path.read_text()
-        imports[n] = {int(m) for m in re.findall(r"\bp0(\d)\b", text) if int(m) not in (0, n)}
-    for n, name in names.items():
-        seen, todo = set(), set(imports.get(n, ()))
+    for n, m in MODULES.items():
+        imports[n] = {int(k) for k in re.findall(r"\bp0(\d)\b", Path(m.__file__).read_text()) if int(k) != n}
+    for n, m in MODULES.items():
+        seen, todo = set(), set(imports[n])
         while todo:
-            m = todo.pop()
-            if m not in seen:
-                seen.add(m)
-                todo |= imports.get(m, set())
-        assert {names[m] for m in seen if m in names} <= set(mod.RUNS_READ[name]), name
+            k = todo.pop()
+            if k not in seen:
+                seen.add(k)
+                todo |= imports.get(k, set())
+        assert {PARTS[k] for k in seen} <= set(runs_read(m.PART)), m.NAME
+        assert mod.data_inputs(f"notebooks/{m.NAME}") == [f"data/runs/{r}" for r in runs_read(m.PART)] + list(
+            mod.SHARED_DATA)
     stems = {p.stem for p in (ROOT / "notebooks").glob("0*.md")}
-    assert set(names.values()) <= stems
-    for unlisted in stems - set(names.values()):  # a part not in RUNS_READ reads every part's runs
-        assert "data/runs" in mod.data_inputs(f"notebooks/{unlisted}")
+    assert stems == {m.NAME for m in MODULES.values()}  # every part page is a part's
+
+
+def test_reads_name_known_parts_only():
+    from inference_wall.parts import protocol
+
+    part = protocol.Part("01-hit-the-wall", {}, None, None, None, None, None, reads=("03-cliff",))
+    with pytest.raises(ValueError, match="unknown part"):
+        protocol.runs_read(part)
+    ok = protocol.Part("01-hit-the-wall", {}, None, None, None, None, None, reads=("00-inside-a-step",
+                                                                                     "01-hit-the-wall"))
+    assert protocol.runs_read(ok) == ("01-hit-the-wall", "00-inside-a-step")
+
+
+# ---------------------------------------------------------------------------------------------
+# What a notebook read: its kernel notes it, the build checks it against the page's key
+# ---------------------------------------------------------------------------------------------
+def test_the_kernel_hook_notes_each_runs_folder_opened_or_listed_once(tmp_path):
+    runs = tmp_path / "data" / "runs"
+    for part in ("01-hit-the-wall", "03-batching-cliff", "05-four-bits"):
+        (runs / part / "rig" / "p").mkdir(parents=True)
+        (runs / part / "rig" / "p" / "manifest.json").write_text("{}")
+    (tmp_path / "other.txt").write_text("x")
+    log = tmp_path / "reads"
+    code = (f"exec(open({str(ROOT / 'scripts' / 'record-runs-read.py')!r}).read())\n"
+            "import os, pathlib\n"
+            f"open({str(runs / '01-hit-the-wall' / 'rig' / 'p' / 'manifest.json')!r}).read()\n"
+            f"open({str(runs / '01-hit-the-wall' / 'rig' / 'p' / 'manifest.json')!r}).read()\n"
+            f"list(pathlib.Path({str(runs / '03-batching-cliff')!r}).iterdir())\n"
+            f"os.chdir({str(runs)!r}); list(pathlib.Path('05-four-bits').glob('*/*'))\n"
+            f"open({str(tmp_path / 'other.txt')!r}).read(); os.listdir({str(runs)!r})\n")
+    env = {**os.environ, "IW_READS_LOG": str(log), "IW_READS_UNDER": str(runs)}
+    import subprocess
+
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    assert log.read_text().split() == ["01-hit-the-wall", "03-batching-cliff", "05-four-bits"]
+
+
+def test_a_read_the_key_does_not_cover_is_named():
+    mod = _script()
+    keyed = {"notebook": "x", "data/runs/02-prefill-freeze": "a", "data/runs/01-hit-the-wall": "b", "data/rigs": "c"}
+    record = {"runs_read": ["01-hit-the-wall", "00-inside-a-step", "02-prefill-freeze"]}
+    assert mod.unkeyed_reads(record, keyed) == ["data/runs/00-inside-a-step"]
+    assert mod.unkeyed_reads(record, {**keyed, "data/runs/00-inside-a-step": "d"}) == []
+    assert mod.unkeyed_reads(record, {"data/runs": "all"}) == mod.unkeyed_reads(record, {"data": "all"}) == []
+    assert mod.unkeyed_reads({}, keyed) == []  # a record of an older build: nothing noted
+
+
+@pytest.mark.book
+def test_a_new_point_re_executes_exactly_the_pages_that_read_its_part_s_runs(tmp_path):
+    """For each part: a point added to its runs (in a book of the same pages, in a temporary folder) makes the build
+    execute again every notebook whose last execution read that part's runs (what its kernel noted in the last make
+    book's records), and no other part's page; a book/ page (keyed on all of data/) runs again whenever it reads it."""
+    import shutil
+
+    from inference_wall.schema import PARTS
+
+    mod = _script()
+    pages = mod.notebook_pages(ROOT)
+    records = {d: mod.read_record(ROOT, d) for d in pages}
+    unread = [d for d, r in records.items() if not (r and r.get("succeeded") and "runs_read" in r)]
+    if unread:
+        pytest.fail(f"no record of what {', '.join(unread)} read: build the book first (make book, or make test)")
+    root = tmp_path / "book"
+    files = {"_toc.yml": (ROOT / "_toc.yml").read_text(), "requirements.lock": "pandas\n",
+             "src/inference_wall/__init__.py": "", "data/reference/x.csv": "a\n", "data/rigs/r.json": "{}",
+             "data/models/m/config.json": "{}"}
+    files |= {f"{d}.md": (ROOT / f"{d}.md").read_text() for d in pages}
+    files |= {f"data/runs/{part}/rig/point-1/manifest.json": '{"status": "complete"}' for part in PARTS.values()}
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    assert mod.notebook_pages(root) == pages
+    executed = {d: {"succeeded": True, "inputs": mod.input_parts(d, root)} for d in pages}
+    part_pages = {d for d in pages if d.startswith("notebooks/")}
+    for part in PARTS.values():
+        point = root / "data" / "runs" / part / "rig" / "point-2"
+        point.mkdir()
+        (point / "manifest.json").write_text('{"status": "complete"}')
+        again = {d for d in pages if mod.why_stale(executed[d], mod.input_parts(d, root), root)}
+        readers = {d for d in pages if part in records[d]["runs_read"]}
+        said = f"a point of {part}: executed again {sorted(again)}; read by {sorted(readers)}"
+        assert again & part_pages == readers & part_pages, said
+        assert readers <= again, said
+        shutil.rmtree(point)
+    assert not any(mod.why_stale(executed[d], mod.input_parts(d, root), root) for d in pages)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,7 +305,7 @@ def test_the_error_shown_is_the_failing_cell_and_its_traceback_tail():
 
 @pytest.mark.parametrize("n_jobs", [1, 4])
 def test_a_failed_notebook_s_error_and_report_are_shown_and_kept(book, capsys, n_jobs):
-    mod = _script()
+    mod = _script(FAKE_READS)
     # a stand-in worker: part 3 fails with CELL_ERROR, the others succeed (records as execute_one writes them)
     worker = book / "worker.py"
     worker.write_text(f"""import json, sys, time
@@ -244,3 +336,29 @@ sys.exit(0 if ok else 1)
     out = capsys.readouterr().out
     assert "2 of 3 notebooks unchanged" in out and "03-batching-cliff: executing (its last execution failed)" in out
     assert "01-hit-the-wall: executing" not in out
+
+
+def test_a_notebook_that_read_runs_its_key_does_not_cover_fails_and_runs_again(book, capsys):
+    """Part 1's page read part 3's runs, which its key (FAKE_READS) leaves out: the build fails and says what to
+    declare, and the next build executes it again (and would until its Part.reads names them)."""
+    mod = _script(FAKE_READS)
+    worker = book / "worker.py"
+    worker.write_text("""import json, sys, time
+from pathlib import Path
+root, doc = Path(sys.argv[1]), sys.argv[2]
+base = root / "_build" / "executed" / doc
+base.parent.mkdir(parents=True, exist_ok=True)
+base.with_name(base.name + ".ipynb").write_text("{}")
+reads = ["01-hit-the-wall", "03-batching-cliff"] if doc.endswith("01-hit-the-wall") else []
+rec = {"docname": doc, "inputs": json.loads(sys.stdin.read()), "succeeded": True, "runtime": 0.1,
+       "finished": time.time(), "error": None, "runs_read": reads}
+base.with_name(base.name + ".json").write_text(json.dumps(rec))
+""")
+    run = [sys.executable, str(worker), str(book)]
+    assert mod.execute_stale(book, n_jobs=1, worker=run) == 1
+    out = capsys.readouterr().out
+    assert ("notebooks/01-hit-the-wall: FAILED: it read data/runs/03-batching-cliff, which its key does not cover"
+            in out)
+    assert mod.read_record(book, "notebooks/01-hit-the-wall")["error"] == "UnkeyedRead"
+    assert mod.execute_stale(book, n_jobs=1, worker=run) == 1
+    assert "01-hit-the-wall: executing (its last execution failed)" in capsys.readouterr().out

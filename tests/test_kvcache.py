@@ -6,8 +6,8 @@ import pytest
 import json
 
 from inference_wall.measure import analysis
-from inference_wall.model.kvcache import (DEFAULT_BLOCK_SIZE, KVPool, ModelLayout, block_size, pool_from_concurrency,
-                                    pool_from_report, rig_pool)
+from inference_wall.model.kvcache import DEFAULT_BLOCK_SIZE, KVPool, ModelLayout, pool_from_concurrency, pool_from_report
+from inference_wall.model.pools import block_size, rig_pool
 from inference_wall.model.modelkit import models_dir
 from inference_wall.records.logs import parse_startup
 from inference_wall.parts import p03

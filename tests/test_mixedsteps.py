@@ -69,7 +69,7 @@ def test_short_names_and_significant_figures():
     assert ms.sig(3639.35) == "3,640"
     assert ms.sig(0.712345) == "0.712"
     assert ms.sig(10.004) == "10.0"
-    assert ms.sig(math.nan) == "-"
+    assert ms.sig(math.nan) == "–"  # words.MISSING
 
 
 def test_no_table_no_words():

@@ -11,7 +11,9 @@ import pytest
 from inference_wall.measure import analysis
 from inference_wall.model import weightbytes
 from inference_wall.errors import UserError
-from inference_wall.model.kvcache import ModelLayout, RECURRENT_LAYER_TYPES, rig_pool
+from inference_wall.model.kvcache import ModelLayout, RECURRENT_LAYER_TYPES
+from inference_wall.model.modelshape import preset_decode_bytes
+from inference_wall.model.pools import rig_pool
 from inference_wall.model.modelkit import DEFAULT_DATA_DIR, list_presets, models_dir
 from inference_wall.model.modelshape import ModelShape, UnknownPreset
 
@@ -73,7 +75,7 @@ def test_kv_bytes_per_token_are_kvcaches_and_analysis_own(preset):
     head_dim = text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
     assert shape.kv_bytes_per_token == 2 * text["num_key_value_heads"] * head_dim * 2 * full
     assert shape.kv_bytes_per_token == analysis.kv_bytes_per_token_per_layer(text) * analysis.attention_layer_counts(text)[0]
-    assert shape.layout == ModelLayout.from_config(config) == ModelLayout.from_preset(preset)
+    assert shape.layout == ModelLayout.from_config(config)
     assert shape.attention_layers + shape.recurrent_layers == text["num_hidden_layers"]
     if shape.recurrent_layers:
         assert shape.state_bytes_per_seq == analysis.gdn_state_bytes(text) * shape.recurrent_layers > 0
@@ -87,7 +89,7 @@ def test_weights_are_weightbytes_own(preset):
     config = _fresh(preset)
     shape = ModelShape.of(preset)
     for fmt in weightbytes.FORMATS:
-        assert shape.decode_bytes(fmt) == weightbytes.decode_bytes(config, fmt) == weightbytes.preset_decode_bytes(preset, fmt)
+        assert shape.decode_bytes(fmt) == weightbytes.decode_bytes(config, fmt) == preset_decode_bytes(preset, fmt)
     assert shape.group_size == weightbytes.group_size(config)
     assert shape.matmul_params == sum(lin.params for lin in weightbytes.block_linears(config))
     assert shape.vision_tower_params == analysis.vision_tower_params(config)

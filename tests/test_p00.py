@@ -184,7 +184,7 @@ def test_numbers_have_three_figures():
     assert p00._n(3.9351) == "3.94"
     assert p00._n(13388.2) == "13,388"
     assert p00._n(0.02448) == "0.0245"
-    assert p00._n(float("nan")) == "-"
+    assert p00._n(float("nan")) == "–"  # words.MISSING
 
 
 def test_a_point_after_a_profiler_window_in_its_server_is_flagged_and_left_out_of_the_curve():

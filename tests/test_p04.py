@@ -14,14 +14,14 @@ import pytest
 from conftest import sweep_cli
 from inference_wall.records import store
 from inference_wall.errors import LogParseError, UserError
-from inference_wall.model.kvcache import ModelLayout
+from inference_wall.model.modelshape import ModelShape
 from inference_wall.parts import p04
 from inference_wall.records.poller import artefact_name, poll_frame, read_poll_file, read_polls
 from inference_wall.run.rig import RigProfile
 
 ROOT = Path(__file__).resolve().parents[1]
-HYBRID = ModelLayout.from_preset("qwen3.5-4b")
-DENSE = ModelLayout.from_preset("tiny-dense")
+HYBRID = ModelShape.of("qwen3.5-4b").layout
+DENSE = ModelShape.of("tiny-dense").layout
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,7 +423,7 @@ def test_the_findings_box_has_3_to_5_bullets_with_the_queue_correction_and_3_sig
     shown = p04.page_rigs()
     table = p04.point_table(None, shown)
     views = {r: p04.rig_view(table, r) for r in shown}
-    bullets = p04.key_findings(views, p04.arithmetic(), p04.published_running())
+    bullets = p04.key_findings(views, {"arithmetic": p04.arithmetic(), "published": p04.published_running()})
     assert bullets[0].startswith("**The series' flooded batch was the KV pool's admission limit:**")
     assert "146 requests" in bullets[0]
     if views:

@@ -15,7 +15,8 @@ from inference_wall.measure.claims import DIFFERS, HOLDS, evaluate
 from inference_wall.errors import UserError
 from inference_wall.parts import p05, variants
 from inference_wall.run.rig import RigProfile
-from inference_wall.model.weightbytes import block_linears, decode_bytes, preset_decode_bytes
+from inference_wall.model.modelshape import preset_decode_bytes
+from inference_wall.model.weightbytes import block_linears, decode_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "data" / "models"
@@ -508,7 +509,7 @@ def test_the_findings_box_has_3_to_5_bullets_with_numbers_of_3_significant_digit
 
     tables = p05.page_tables(None, ["h200"])
     views = {"h200": p05.rig_view("h200", tables, {**p05.DEFAULTS})} if len(tables["points"]) else {}
-    bullets = p05.key_findings(views, p05.predicted_bytes(p05.DEFAULTS["model"]))
+    bullets = p05.key_findings(views, tables)
     assert bullets[0].startswith("**Four bits do not quarter the bytes:**")
     if views:
         assert 3 <= len(bullets) <= 5

@@ -14,7 +14,7 @@ from inference_wall.errors import UserError
 from inference_wall.run.gpuenv import NvidiaInfo, check_machine
 from inference_wall.parts import p06
 from inference_wall.run.rig import RigProfile
-from inference_wall.model.weightbytes import preset_decode_bytes
+from inference_wall.model.modelshape import preset_decode_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -233,20 +233,26 @@ def test_tensor_parallelism_is_said_to_split_the_recurrent_state_not_to_leave_it
         assert "the recurrent state) is not split" not in c.why, c.id
     page = (ROOT / "notebooks" / "06-past-one-gpu.md").read_text()
     assert "the recurrent state, none of\nwhich a second GPU splits" not in page
-    bullets = p06.key_findings({}, p06.predicted_bytes(p06.DEFAULTS["model"]), p06.DEFAULTS["model"])
+    bullets = p06.key_findings({}, _shape_tables())
     split = next(b for b in bullets if "splits the state too" in b)
     assert f"{h['gdn_value_heads']} Gated DeltaNet value heads" in split and "recurrent state" in split
 
 
+def _shape_tables() -> dict:
+    """The page's tables that come from the model's shapes and the rig profiles (no runs)."""
+    tables = p06.page_tables(None, [])
+    return {k: tables[k] for k in ("predicted", "heads", "two_gpu_rig")}
+
+
 def test_the_page_says_first_that_it_awaits_a_two_gpu_run_until_one_is_shown():
-    note = p06.awaiting_note({})
+    note = p06.awaiting_note({}, _shape_tables())
     assert note.startswith("**This part awaits a two-GPU run.**") and p06.TWO_GPU_RIG in note
-    bullets = p06.key_findings({}, p06.predicted_bytes(p06.DEFAULTS["model"]), p06.DEFAULTS["model"])
+    bullets = p06.key_findings({}, _shape_tables())
     assert bullets[0].startswith("**Awaits a two-GPU run:**") and 3 <= len(bullets) <= 5
     measured = {"syn": p06.rig_view("syn", synthetic_tables({"tp1": (5.0, 0.04), "tp2": (3.0, 0.03)}), {**p06.DEFAULTS})}
-    assert p06.awaiting_note(measured) == ""
-    assert not any("Awaits" in b for b in p06.key_findings(measured, p06.predicted_bytes(p06.DEFAULTS["model"]),
-                                                           p06.DEFAULTS["model"]))
+    assert p06.awaiting_note(measured, _shape_tables()) == ""
+    assert not any("Awaits" in b for b in p06.key_findings(measured, _shape_tables()))
+    assert "Its rig, `h200-x2`" not in p06.awaiting_note({}, {**_shape_tables(), "two_gpu_rig": False})
 
 
 def test_the_method_page_link_is_the_built_page_not_the_source_file():

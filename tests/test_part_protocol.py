@@ -77,14 +77,9 @@ def test_the_runner_probes_no_part(path):
     assert "hasattr(mod" not in text and "inspect.signature" not in text
 
 
-# The parts each part's module may import: the series' data dependencies (a part that compares with an earlier part's
-# measurements of the same rig), never a part imported for its helpers. What two parts share lives in a module of its
-# own (parts/variants.py for parts 5 and 6).
-# Part 0 runs part 2's sessions (background, injected prompt, trace) on the dense model and reads them beside part 2's
-# traces of the 4B (mixedsteps), so part 2 is one of its data dependencies as well as part 3.
-DATA_DEPENDENCIES = {0: {2, 3}, 1: set(), 2: {1}, 3: {1}, 4: {1}, 5: {1, 3}, 6: set()}
-
-
+# A part's module imports another part only for the series' data dependencies (a part that compares with an earlier
+# part's measurements of the same rig), never for its helpers: what two parts share lives in a module of its own
+# (parts/variants.py for parts 5 and 6). So every part it imports is one whose runs its page reads (Part.reads).
 def _part_imports(path: Path) -> set[int]:
     import ast
     import re
@@ -102,20 +97,25 @@ def _part_imports(path: Path) -> set[int]:
 
 @pytest.mark.parametrize("n", NUMBERS)
 def test_a_part_imports_only_the_parts_whose_data_it_builds_on(n):
+    from inference_wall.schema import PARTS
+
     path = Path(parts.module(n).__file__)
-    assert _part_imports(path) - {n} == DATA_DEPENDENCIES[n]
+    files = sorted(path.parent.glob("*.py")) if path.name == "__init__.py" else [path]  # a part's folder: every file
+    reads = {k for k, name in PARTS.items() if name in protocol.runs_read(parts.protocol_of(n))}
+    assert set().union(*(_part_imports(f) for f in files)) - {n} <= reads - {n}
 
 
 def test_the_variant_wing_imports_no_part():
     assert not _part_imports(ROOT / "src" / "inference_wall" / "parts" / "variants.py")
-    assert _part_imports(ROOT / "src" / "inference_wall" / "parts" / "p05.py") == {1, 3}
+    assert not set().union(*(_part_imports(f) for f in (ROOT / "src" / "inference_wall" / "parts" / "p05").glob("*.py")))
 
 
 # The page's jobs, each with the protocol's one signature (parameter names, in order), and the runner's.
 JOB_PARAMETERS = {"plan": ["params", "profile", "pools", "data_dir"], "served_presets": ["params", "profile"],
                   "gpus_needed": ["params"], "tables": ["data_dir", "rigs"], "shows": ["rig", "tables"],
                   "view": ["rig", "tables", "params"],
-                  "findings": ["view"], "claims": ["views"], "closing": ["views", "device"]}
+                  "findings": ["view"], "claims": ["views"], "claim_ids": ["views"], "box": ["views", "tables"],
+                  "closing": ["views", "device"]}
 
 
 def test_the_protocol_lists_every_job():
@@ -202,12 +202,13 @@ def test_part_3s_page_is_its_per_part_calls():
     table, facts = p03.sweep_table(DATA, shown), p03.reference_view(DATA)
     rigs1 = sorted({p03.part1_rig(r, DATA) for r in shown})
     tables1 = p01.page_tables(DATA, rigs1)
-    views1 = {r: p01.rig_view(r, DATA, tables1) for r in rigs1}
-    fits = {rig: views1[p03.part1_rig(rig, DATA)] for rig in shown}
+    views1 = {r: {**p01.rig_view(r, DATA, tables1), protocol.REFERENCE: p01.claim_facts(DATA)} for r in rigs1}
+    fits = {rig: views1[p03.part1_rig(rig, DATA)] for rig in shown}  # part 1's views through its PART
     spread = p03.run_to_run(table)
     views = {rig: p03.rig_view(table, rig, fits[rig], facts, spread) for rig in shown}
     _same_tables(page.tables, {"sweep": table, "part1": fits, "spread": spread, protocol.REFERENCE: facts})
     assert page.findings == {rig: p03.key_findings({rig: v}, facts) for rig, v in views.items()}
+    assert page.box == p03.key_findings(page.views, facts)
     pd.testing.assert_frame_equal(page.claims, evaluate(p03.CLAIMS, views, facts))
 
 

@@ -34,8 +34,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ..measure.claims import missing
+from .. import words
 from ..schema import PUBLISHED_RIG, STATIC_DIR_ENV
+from ..words import missing
 
 THEME_NAME = "inference_wall"
 WIDTH, HEIGHT = 480, 280  # fits the book column with the legend below
@@ -404,7 +405,7 @@ def header_label(column: str, units: Mapping[str, str] | None = None,
     return f"{text} ({unit})" if unit else text
 
 
-MISSING_NUMBER = "not measured"  # what a table shows for a number it does not have (None, NaN, NA)
+MISSING_NUMBER = "not measured"  # what a table's number cell says where the rig has no such number (None, NaN, NA)
 
 
 def format_number(value, digits: int | None = None) -> str:
@@ -420,20 +421,7 @@ def format_number(value, digits: int | None = None) -> str:
     x = float(value)
     if math.isnan(x):
         return MISSING_NUMBER
-    if math.isinf(x):
-        return "∞" if x > 0 else "−∞"
-    if digits is not None:
-        return f"{x:,.{digits}f}"
-    if float(x).is_integer() and abs(x) < 1e15:
-        return f"{int(x):,}"
-    magnitude = abs(x)
-    if magnitude >= 100:
-        return f"{x:,.0f}"
-    if magnitude >= 10:
-        return f"{x:,.1f}"
-    if magnitude >= 1:
-        return f"{x:,.2f}"
-    return f"{x:.3g}"
+    return words.fixed(x, digits) if digits is not None else words.table_number(x)
 
 
 def column_decimals(values: pd.Series) -> int | None:
@@ -485,7 +473,7 @@ def table_html(df: pd.DataFrame, units: Mapping[str, str] | None = None,
                 cells.append(f'<td class="iw-num{gap}">{html.escape(text)}</td>')
             else:
                 # a yes/no reads as a word, never Python's True/False (a bool column, or bools among text)
-                text = "–" if gap else ("yes" if value else "no") if isinstance(value, (bool, np.bool_)) else str(value)
+                text = words.MISSING if gap else ("yes" if value else "no") if isinstance(value, (bool, np.bool_)) else str(value)
                 cells.append(f'<td class="iw-text{gap}">{html.escape(text)}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""

@@ -7,10 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..words import round_sig  # noqa: F401 (a table cell's rounding: the words module's)
+
 GIB = 2**30
+KEEP_UP = 0.9  # the knee: the first offered rate at which less than this fraction is completed
 
 
-def knee(rate_sweep: pd.DataFrame, keep_up: float = 0.9) -> dict:
+def knee(rate_sweep: pd.DataFrame, keep_up: float = KEEP_UP) -> dict:
     """The knee of a rate sweep, operationally: the first finite offered rate at which the server
     completes less than `keep_up` of what is offered (completed/offered < keep_up). Also the last rate
     below it that the server kept up with (on a loaded machine a higher rate can keep up again after a lower one
@@ -193,11 +196,6 @@ def plateau_cap(mns_sweep: pd.DataFrame, gain_per_doubling: float = 0.05) -> flo
 def gain_between(mns_sweep: pd.DataFrame, cap_a: float, cap_b: float) -> float:
     df = mns_sweep.set_index("max_num_seqs")
     return float(df.loc[cap_b, "output_tok_s"] / df.loc[cap_a, "output_tok_s"] - 1)
-
-
-def round_sig(x: float, digits: int = 3) -> float:
-    """`x` rounded to `digits` significant figures, as a number (a table's cell); NaN stays NaN."""
-    return float(f"{x:.{digits}g}") if x == x else x
 
 
 def per_sequence_ms(output_tok_s: float) -> float:

@@ -29,18 +29,10 @@ HOLDS, DIFFERS, INCONCLUSIVE, NOT_MEASURED = "holds", "differs", "inconclusive",
 VERDICTS = (HOLDS, DIFFERS, INCONCLUSIVE, NOT_MEASURED)
 
 
+from ..words import known_number, missing, number as fmt_num  # noqa: E402,F401 (the claims' number words)
+
 class Missing(Exception):
     """A claim's input is not measured on this rig."""
-
-
-def missing(value) -> bool:
-    """A measurement that is not there: None, pandas' NA or NaT, or a float NaN."""
-    return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value))
-
-
-def known_number(value) -> bool:
-    """A finite number (not missing, not an infinity, not text)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and not missing(value) and math.isfinite(value)
 
 
 def need(view: dict, key: str):
@@ -118,14 +110,6 @@ def judge_contains(predicted: Interval, measured: Interval) -> str:
     if predicted.high < measured.low or predicted.low > measured.high:
         return DIFFERS
     return INCONCLUSIVE
-
-
-def fmt_num(x: float) -> str:
-    """Three significant figures, thousands separated, never scientific notation."""
-    if x == 0 or not math.isfinite(x):
-        return "∞" if x == math.inf else str(x)
-    digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
-    return f"{round(x, digits):,.{digits}f}"
 
 
 def interval_text(i: Interval, unit: str = "") -> str:

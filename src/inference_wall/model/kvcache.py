@@ -17,13 +17,13 @@ The pool is read from the server's own log: vLLM prints the concurrency its pool
 0.22: `get_max_concurrency_for_kv_cache_config`), so num_blocks = C x pages_per_request(L) within the
 printed precision; where the log says `Overriding num_gpu_blocks=... with num_gpu_blocks_override=N`, N is
 exact. The block size is the log's `Setting attention block size to N tokens` (hybrid models) or vLLM's
-default for a dense model (16); `block_size` gives it for a preset before any server has started.
+default for a dense model (16). Pure arithmetic over a config and a parsed log: what a rig's stored runs say of
+its pool and page (`rig_pool`, `block_size`, `pool_of_point`) is model/pools.py's.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 DEFAULT_BLOCK_SIZE = 16  # vLLM's default page for dense models on CUDA (0.18-0.22)
 CPU_BLOCK_SIZE = 128  # the CPU build's default page when none is given (vLLM 0.32, platforms/cpu.py)
@@ -53,12 +53,6 @@ class ModelLayout:
             return cls(attention_groups=0, state_groups=1)
         per_group = min(recurrent, attention)  # vLLM's group size: the smallest count of one layer kind
         return cls(attention_groups=math.ceil(attention / per_group), state_groups=math.ceil(recurrent / per_group))
-
-    @classmethod
-    def from_preset(cls, preset: str, data_dir: Path | None = None) -> "ModelLayout":
-        from .modelshape import ModelShape
-
-        return ModelShape.of(preset, data_dir).layout
 
     def pages_per_request(self, tokens: int, block_size: int) -> int:
         return self.attention_groups * math.ceil(tokens / block_size) + self.state_groups
@@ -123,59 +117,6 @@ def pool_from_concurrency(concurrency: float, max_model_len: int, block_size: in
                   f"{per} pages per request")
 
 
-def pool_of_point(point, data_dir: Path | None = None) -> KVPool | None:
-    """The KV pool of the server a stored point ran on (its session's start), or None."""
-    report = point.startup()
-    if report is None:
-        return None
-    preset = point.record.model.get("preset")
-    if not preset:
-        return None
-    return pool_from_report(report, ModelLayout.from_preset(preset, data_dir))
-
-
-def rig_pool(rig_dir: Path, preset: str, data_dir: Path | None = None, serve_args: list[str] | None = None
-             ) -> KVPool | None:
-    """The KV pool of a rig for a model preset: exact when the rig's profile fixes it
-    (`--num-gpu-blocks-override`, in pages of `block_size`, which needs no start of its own), else from the
-    latest server start recorded for that preset in any part of the rig (`rig_dir` is one part's folder;
-    its siblings are the other parts) whose pool-sizing flags are the profile's: a start that a part sized
-    itself (part 4's `--num-gpu-blocks-override`) says nothing of the pool the rig's other servers get."""
-    from ..records.record import read_record
-    from ..records.store import log_startup, open_artefact
-
-    try:
-        layout = ModelLayout.from_preset(preset, data_dir)
-    except FileNotFoundError:
-        return None
-    args = serve_args or []
-    if "--num-gpu-blocks-override" in args:
-        n = int(args[args.index("--num-gpu-blocks-override") + 1])
-        block = block_size(preset, Path(rig_dir).parent.parent, data_dir, args)
-        return KVPool(n, block, layout, n, n, "the rig profile's --num-gpu-blocks-override")
-    rig = Path(rig_dir).name
-    wanted = pool_flags(args)
-    starts = []
-    for part_dir in sorted(Path(rig_dir).parent.parent.glob(f"*/{rig}")):
-        if not part_dir.is_dir():
-            continue
-        for pdir in part_dir.iterdir():
-            rec = read_record(pdir) if pdir.is_dir() else None
-            if not rec or not rec.complete or not (rec.session and rec.session.has_startup):
-                continue
-            if rec.model.get("preset") != preset:
-                continue
-            command = rec.session.server_command
-            if command is not None and pool_flags(command) != wanted:
-                continue  # a start whose pool another part sized on purpose (part 4's overrides) is not the rig's
-            starts.append((rec.session.server_started or 0, pdir))
-    for _, pdir in sorted(starts, reverse=True):
-        pool = pool_from_report(log_startup(open_artefact(pdir, "server.log")), layout)
-        if pool is not None:
-            return pool
-    return None
-
-
 # What sizes a start's KV pool beyond the preset: the pool's own flags, and the weights' format (part 5's fp8
 # server of the 16-bit preset leaves another pool than the 16-bit server).
 POOL_FLAGS = ("--num-gpu-blocks-override", "--kv-cache-memory-bytes", "--gpu-memory-utilization", "--quantization")
@@ -193,40 +134,6 @@ def pool_flags(args: list[str]) -> dict[str, str]:
     return out
 
 
-def block_size(preset: str, runs_dir: Path | None = None, data_dir: Path | None = None,
-               serve_args: list[str] | None = None) -> int:
-    """The attention page (tokens) a server of `preset` uses: `--block-size` where the serve args give it;
-    for a hybrid model, the size a start of it logged on any rig under `runs_dir` (default: the data dir's
-    runs), that being vLLM's own word, else what vLLM derives from the config (analysis.hybrid_block_size:
-    a page at least one recurrent layer's state), so a pool can be counted before the model has ever
-    started; for a dense model, vLLM's default."""
-    from .modelshape import ModelShape
-    from ..records.store import runs_dir as default_runs_dir
-
-    given = _block_size_from_args(serve_args or [])
-    if given is not None:
-        return given
-    shape = ModelShape.of(preset, data_dir)
-    if not shape.layout.state_groups:
-        return DEFAULT_BLOCK_SIZE
-    runs = Path(runs_dir) if runs_dir is not None else default_runs_dir(data_dir)
-    return _logged_block_size(runs, preset) or shape.hybrid_block_size
-
-
-def _block_size_from_args(args: list[str]) -> int | None:
+def block_size_from_args(args: list[str]) -> int | None:
+    """The page a `vllm serve` command line sets (`--block-size N`), None where it sets none."""
     return int(args[args.index("--block-size") + 1]) if "--block-size" in args else None
-
-
-def _logged_block_size(runs: Path, preset: str) -> int | None:
-    """The attention block size a hybrid model's start logged on any rig (vLLM derives it from the model's
-    page sizes, not from the pool's size)."""
-    from ..records.record import read_record
-    from ..records.store import log_startup, open_artefact
-
-    for log in sorted(runs.glob("*/*/*/server.log*")):
-        rec = read_record(log.parent)
-        if rec and rec.model.get("preset") == preset and rec.session and rec.session.has_startup:
-            block = log_startup(open_artefact(log.parent, "server.log")).block_size
-            if block:
-                return block
-    return None

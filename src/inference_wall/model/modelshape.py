@@ -28,7 +28,7 @@ from .modelkit import models_dir, preset_dir, text_config
 
 class UnknownPreset(UserError, FileNotFoundError):
     """No config.json for a preset: a UserError naming the valid presets (the CLI prints it as one line), and a
-    FileNotFoundError, as a missing config was before (kvcache.rig_pool still reads it as 'no pool')."""
+    FileNotFoundError, as a missing config was before (pools.rig_pool still reads it as 'no pool')."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,6 +114,16 @@ class ModelShape:
     def decode_bytes(self, fmt: str) -> weightbytes.DecodeBytes:
         """The bytes one decode step reads in weight format `fmt` (weightbytes.decode_bytes)."""
         return weightbytes.decode_bytes(self.config, fmt)
+
+
+def preset_decode_bytes(preset: str, fmt: str, data_dir: Path | None = None) -> weightbytes.DecodeBytes:
+    """The bytes one decode step of `preset` reads in weight format `fmt` (its shape's decode_bytes)."""
+    return ModelShape.of(preset, data_dir).decode_bytes(fmt)
+
+
+def preset_group_size(preset: str, data_dir: Path | None = None) -> int:
+    """group_size of a preset's quantization_config (its shape's group_size)."""
+    return ModelShape.of(preset, data_dir).group_size
 
 
 @functools.lru_cache(maxsize=None)

@@ -20,7 +20,6 @@ Formats (what vLLM 0.22.1 does with them, read from its source):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 FORMATS = ("fp16", "fp8", "int4")
 GB = 1e9
@@ -160,16 +159,3 @@ def config_matmul_params(config: dict) -> int:
     Gated DeltaNet projections and the MLP, from its config). Not the token embedding (a lookup), not the output head
     (a prefill computes the logits of its last position only), not a vision tower (never run for text)."""
     return sum(lin.params for lin in block_linears(config))
-
-
-def preset_decode_bytes(preset: str, fmt: str, data_dir: Path | None = None) -> DecodeBytes:
-    from .modelshape import ModelShape
-
-    return ModelShape.of(preset, data_dir).decode_bytes(fmt)
-
-
-def preset_group_size(preset: str, data_dir: Path | None = None) -> int:
-    """group_size of a preset's quantization_config."""
-    from .modelshape import ModelShape
-
-    return ModelShape.of(preset, data_dir).group_size

@@ -2,9 +2,9 @@
 chart of throughput per GPU against tokens per second per user over part 3's caps, part 5's formats and part 6's
 layouts.
 
-Nothing here judges anything of its own: each part's rows come from the same functions its notebook calls
-(page_tables, rig_view, its claims and claims.evaluate; part 4's point claims), and the chart's points from the
-part's own pass tables. What this module adds is the arithmetic of the chart (a server's tokens a second over the
+Nothing here judges anything of its own: one loop over the parts' protocol pages (pages: the page each notebook
+computes) gives every claim's rows (part 4's point claims summed per claim and rig) and the chart's points (the
+pages' own pass tables). What this module adds is the arithmetic of the chart (a server's tokens a second over the
 GPUs it ran on, one stream's tokens a second, the cost per million tokens at the listed price of the rig's GPU,
 the energy per token where nvidia-smi sampled the GPU's power) and the page's HTML.
 """
@@ -16,7 +16,8 @@ import re
 
 import pandas as pd
 
-from ..measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, evaluate, known_number, missing
+from ..measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, known_number, missing
+from .. import words
 from ..schema import PUBLISHED_RIG
 
 # The words a cell of the matrix reads: claims' four verdicts (NOT_MEASURED says "on this rig"; a column is the rig)
@@ -60,58 +61,13 @@ def _rows(part: int, frame: pd.DataFrame) -> pd.DataFrame:
                          "detail": ""})
 
 
-def part0_rows(data_dir=None) -> tuple[pd.DataFrame, list[str]]:
-    """Inside a step's claims on every measured rig its page shows (the published series ran no such chapter)."""
+def pages(data_dir=None) -> dict[int, object]:
+    """Every part's page (protocol.page) on the rigs its notebook shows: the one place this page reads the parts."""
     from .. import parts
-    from ..parts import p00
+    from ..parts import protocol
+    from ..schema import PARTS
 
-    shown = [r for r in parts.page_rigs(0, data_dir) if r != PUBLISHED_RIG]
-    tables = p00.page_tables(data_dir, shown)
-    views = {rig: p00.rig_view(rig, tables, parts.parameters(0, rig, data_dir), data_dir) for rig in shown}
-    return _rows(0, evaluate(p00.CLAIMS, views)), [c.id for c in p00.CLAIMS]
-
-
-def part1_rows(data_dir=None) -> pd.DataFrame:
-    from .. import parts
-    from ..parts import p01
-
-    shown = parts.page_rigs(1, data_dir)
-    tables = p01.page_tables(data_dir, shown)
-    views = {rig: p01.rig_view(rig, data_dir, tables) for rig in shown}
-    return _rows(1, evaluate(p01.CLAIMS, views, p01.claim_facts(data_dir)))
-
-
-def part2_rows(data_dir=None) -> pd.DataFrame:
-    from .. import parts
-    from ..parts import p02
-
-    shown = parts.page_rigs(2, data_dir)
-    measured = [r for r in shown if r != PUBLISHED_RIG]
-    injections = p02.injection_table(data_dir, measured)
-    freezes = p02.freeze_table(injections)
-    frozen = [r for r in measured if (freezes["rig"] == r).any()]
-    facts = p02.reference_view(data_dir)
-    views = {rig: p02.with_reference(p02.rig_view(injections, rig), facts) for rig in shown
-             if rig == PUBLISHED_RIG or rig in frozen}
-    return _rows(2, evaluate(p02.page_claims(views), views, facts))
-
-
-def part3_rows(data_dir=None) -> pd.DataFrame:
-    from .. import parts
-    from ..parts import p01, p03
-
-    # a rig's part 3 is judged against the part 1 of its family: itself, or the rig it repeats (p01's _family,
-    # the package's one reading of a profile's repeat_of; part 3's notebook reads the profile the same way)
-    shown = parts.page_rigs(3, data_dir)
-    table = p03.sweep_table(data_dir, shown)
-    facts = p03.reference_view(data_dir)
-    family = {r: p01._family(r, data_dir) for r in shown}
-    rigs1 = sorted(set(family.values()))
-    tables1 = p01.page_tables(data_dir, rigs1)
-    views1 = {r: p01.rig_view(r, data_dir, tables1) for r in rigs1}
-    spread = p03.run_to_run(table)
-    views = {rig: p03.rig_view(table, rig, views1[family[rig]], facts, spread) for rig in shown}
-    return _rows(3, evaluate(p03.CLAIMS, views, facts))
+    return {n: protocol.page(parts.protocol_of(n), data_dir, parts.page_rigs(n, data_dir)) for n in sorted(PARTS)}
 
 
 def point_verdict(verdicts: list[str]) -> tuple[str, str]:
@@ -129,64 +85,31 @@ def point_verdict(verdicts: list[str]) -> tuple[str, str]:
     return word(HOLDS), f"{n} of {n} points"
 
 
-def part4_rows(data_dir=None) -> pd.DataFrame:
-    from ..parts import p04
-
-    shown = p04.page_rigs(data_dir)
-    table = p04.point_table(data_dir, shown)
-    views = {rig: p04.rig_view(table, rig, p04.step_fit(rig, data_dir)) for rig in shown}
-    return part4_summary(p04.evaluate_claims(views), [c.id for c in p04.CLAIMS], shown)
-
-
-def part4_summary(claims: pd.DataFrame, ids: list[str], rigs: list[str]) -> pd.DataFrame:
-    """Part 4's point verdicts (p04.evaluate_claims) as one row per (claim, rig) (point_verdict)."""
+def part4_summary(claims: pd.DataFrame, ids: list[str], rigs: list[str], part: int = 4) -> pd.DataFrame:
+    """A part's point verdicts (part 4's claims table: a row per claim, rig and point) as one row per (claim, rig)
+    (point_verdict)."""
     rows = []
     for cid in ids:
         for rig in rigs:
             g = claims[(claims["claim"] == cid) & (claims["rig"] == rig)]
             verdict, detail = point_verdict(list(g["verdict"]))
-            rows.append({"part": 4, "claim": cid, "post": "", "rig": rig, "verdict": verdict, "detail": detail})
+            rows.append({"part": part, "claim": cid, "post": "", "rig": rig, "verdict": verdict, "detail": detail})
     return pd.DataFrame(rows, columns=["part", "claim", "post", "rig", "verdict", "detail"])
 
 
-def part5_rows(data_dir=None) -> tuple[pd.DataFrame, list[str]]:
+def claim_rows(data_dir=None, shown: dict[int, object] | None = None) -> tuple[pd.DataFrame, dict[int, list[str]]]:
+    """Every part's (part, claim, post, rig, verdict, detail) rows, from its page's claims table (`shown`: the
+    parts' pages, read here where not given), and each part's claim ids in its own order (a part whose page shows no
+    rig still lists its claims). A claims table judged point by point (part 4's) reads one row per claim and rig
+    (part4_summary)."""
     from .. import parts
-    from ..parts import p05
 
-    shown = [r for r in parts.page_rigs(5, data_dir) if r != PUBLISHED_RIG]
-    tables = p05.page_tables(data_dir, shown)
-    views = {rig: p05.rig_view(rig, tables, parts.parameters(5, rig, data_dir), data_dir) for rig in shown}
-    return _rows(5, evaluate(p05.CLAIMS, views)), [c.id for c in p05.CLAIMS]
-
-
-def part6_rows(data_dir=None) -> tuple[pd.DataFrame, list[str]]:
-    from .. import parts
-    from ..parts import p06
-
-    shown = [r for r in parts.page_rigs(6, data_dir) if r != PUBLISHED_RIG]
-    tables = p06.page_tables(data_dir, shown)
-    views = {rig: p06.rig_view(rig, tables, parts.parameters(6, rig, data_dir), data_dir) for rig in shown}
-    return _rows(6, evaluate(p06.CLAIMS, views)), [c.id for c in p06.CLAIMS]
-
-
-def claim_rows(data_dir=None) -> tuple[pd.DataFrame, dict[int, list[str]]]:
-    """Every part's (part, claim, post, rig, verdict, detail) rows, and each part's claim ids in its own order
-    (a part whose page shows no rig still lists its claims)."""
-    from ..parts import p01, p03, p04
-
+    shown = shown if shown is not None else pages(data_dir)
     frames, ids = [], {}
-    rows0, ids[0] = part0_rows(data_dir)
-    for part, fn in ((1, part1_rows), (2, part2_rows), (3, part3_rows), (4, part4_rows)):
-        frames.append(fn(data_dir))
-    ids[1] = [c.id for c in p01.CLAIMS]
-    ids[2] = list(dict.fromkeys(frames[1]["claim"]))
-    ids[3] = [c.id for c in p03.CLAIMS]
-    ids[4] = [c.id for c in p04.CLAIMS]
-    for part, fn in ((5, part5_rows), (6, part6_rows)):
-        rows, part_ids = fn(data_dir)
-        frames.append(rows)
-        ids[part] = part_ids
-    frames.append(rows0)
+    for n, page in shown.items():
+        ids[n] = parts.protocol_of(n).claim_ids(page.views) or list(dict.fromkeys(page.claims["claim"]))
+        table = page.claims
+        frames.append(part4_summary(table, ids[n], list(page.views), n) if "point" in table else _rows(n, table))
     rows = pd.concat([f for f in frames if len(f)], ignore_index=True)
     return rows, ids
 
@@ -344,46 +267,36 @@ def chart_rows(points: pd.DataFrame, prices: pd.DataFrame | None = None) -> pd.D
     return p[CHART_COLUMNS].reset_index(drop=True)
 
 
-def part3_points(data_dir=None) -> pd.DataFrame:
-    """Part 3's floods of the series' model, one per cap (the published A10G's one GPU where the post ran it)."""
-    from .. import parts
-    from ..parts import p01, p03
-
-    shown = parts.page_rigs(3, data_dir)
-    t = p03.sweep_table(data_dir, shown)
+def part3_points(data_dir=None, page=None, published_preset: str | None = None) -> pd.DataFrame:
+    """Part 3's floods of the series' model, one per cap (the published A10G's one GPU where the post ran it), from
+    its page's sweep (`page`: part 3's page; `published_preset`: the model the post served, part 1's published view's)."""
+    shown_pages = None if page is not None else pages(data_dir)
+    page = page if page is not None else shown_pages[3]
+    published_preset = published_preset or _published_preset(shown_pages[1])
+    t = page.tables["sweep"]
     t = t[t["model"] == "main"]
-    facts = point_facts(3, data_dir, shown)
+    facts = point_facts(3, data_dir, page.rigs)
     t = t.merge(facts, on=["rig", "point"], how="left") if len(facts) else t.assign(
         gpus=math.nan, gpu_name=None, served=None, power_w=math.nan)
     pub = t["rig"] == PUBLISHED_RIG
     t.loc[pub, "gpus"] = 1  # the post's one A10G
     t.loc[pub, "gpu_name"] = "NVIDIA A10G"
-    t.loc[pub, "served"] = p01.PUBLISHED_PRESET
+    t.loc[pub, "served"] = published_preset
     t.loc[pub, "point"] = [f"mns-{int(c):03d}" for c in t.loc[pub, "max_num_seqs"]]
     return t.assign(part=3, kind="flood", series=[str(m) for m in t["served"]],
                     setting=[f"cap {int(c):,}" for c in t["max_num_seqs"]])
 
 
-def part5_points(data_dir=None) -> pd.DataFrame:
-    """Part 5's floods and decode batches, per format."""
-    from .. import parts
-    from ..parts import p05, variants
+def _published_preset(page) -> str:
+    """The model the posts served: part 1's view of the published rig says."""
+    return page.views[PUBLISHED_RIG]["preset"]
 
-    shown = [r for r in parts.page_rigs(5, data_dir) if r != PUBLISHED_RIG]
-    t = variants.point_table(data_dir, shown, part=p05.NAME)
+
+def layout_points(page, part: int, key: str, data_dir=None) -> pd.DataFrame:
+    """A variant part's floods and decode batches (part 5's formats, part 6's layouts), from its page's points."""
+    t = page.tables["points"]
     t = t[t["kind"].isin(["flood", "decode"])] if len(t) else t
-    return _layout_points(t, point_facts(5, data_dir, shown), 5, "format")
-
-
-def part6_points(data_dir=None) -> pd.DataFrame:
-    """Part 6's floods and decode batches, per layout (one GPU, tensor parallel, two replicas)."""
-    from .. import parts
-    from ..parts import p06, variants
-
-    shown = [r for r in parts.page_rigs(6, data_dir) if r != PUBLISHED_RIG]
-    t = variants.point_table(data_dir, shown, part=p06.NAME, key="config")
-    t = t[t["kind"].isin(["flood", "decode"])] if len(t) else t
-    return _layout_points(t, point_facts(6, data_dir, shown), 6, "config")
+    return _layout_points(t, point_facts(part, data_dir, list(page.views)), part, key)
 
 
 def _layout_points(t: pd.DataFrame, facts: pd.DataFrame, part: int, key: str) -> pd.DataFrame:
@@ -402,20 +315,20 @@ LAYOUT_WORDS = {"ref": "fp16 (part 5's reference)", "fp16": "fp16", "fp8": "fp8"
                 "tp1": "on one GPU", "tp2": "tensor parallel on 2 GPUs", "dp2": "2 replicas on 2 GPUs"}
 
 
-def chart_data(data_dir=None) -> pd.DataFrame:
-    """chart_rows over parts 3, 5 and 6."""
+def chart_data(data_dir=None, shown: dict[int, object] | None = None) -> pd.DataFrame:
+    """chart_rows over parts 3, 5 and 6 (`shown`: the parts' pages, read here where not given)."""
     from ..records.reference import gpu_prices
 
-    frames = [f for f in (part3_points(data_dir), part5_points(data_dir), part6_points(data_dir)) if len(f)]
+    shown = shown if shown is not None else pages(data_dir)
+    frames = [f for f in (part3_points(data_dir, shown[3], _published_preset(shown[1])),
+                          layout_points(shown[5], 5, "format", data_dir), layout_points(shown[6], 6, "config", data_dir))
+              if len(f)]
     if not frames:
         return pd.DataFrame(columns=CHART_COLUMNS)
     return chart_rows(pd.concat(frames, ignore_index=True), gpu_prices(data_dir))
 
 
-def _sig(x: float) -> str:
-    from ..measure.claims import fmt_num
-
-    return fmt_num(float(x))
+_sig = words.number  # three significant figures, every whole digit
 
 
 def tally_words(m: pd.DataFrame, rigs: list[str]) -> str:

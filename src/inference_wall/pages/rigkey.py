@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..run.rig import load_profile, shown as shown_profile
 from ..schema import PUBLISHED_RIG
+from ..words import MISSING
 
 WEIGHTS = {"dummy": "dummy (random, of the real model's shapes)", "hub": "the real checkpoint"}
 
@@ -115,7 +116,7 @@ def rig_key(rigs: Iterable[str], data_dir: Path | None = None, part: int | str |
     if not rigs:
         return "**Rig key**: no rig has measured this part yet."
     setup = series_setup(data_dir)
-    series_vllm = setup.get("vllm_version", "–")
+    series_vllm = setup.get("vllm_version", MISSING)
     bullets, folded = [], []
     for rig in rigs:
         if rig == PUBLISHED_RIG:

@@ -59,8 +59,8 @@ def check_profile_overrides(profile) -> None:
 
 
 def rig_pools(part, profile, params: dict, data_dir: Path | None = None) -> dict:
-    """The rig's KV pool per model preset the part serves, where known (see kvcache.rig_pool)."""
-    from ..model.kvcache import rig_pool
+    """The rig's KV pool per model preset the part serves, where known (see pools.rig_pool)."""
+    from ..model.pools import rig_pool
 
     spec = protocol_of(part)
     presets = dict.fromkeys(spec.served_presets(params, profile))  # in the part's order (part 5's 9B: not the rig's model)

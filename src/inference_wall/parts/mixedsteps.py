@@ -54,6 +54,7 @@ from ..run import trace
 from . import p02
 from .p00 import STEP_FAMILIES, step_family
 from ..records.store import load_points, open_artefact, read_artefact
+from .. import words
 
 # part 0's families (p00.STEP_FAMILIES, each once, in its order) and the table's short key for each
 FAMILY_KEYS = {"recurrent state (GDN)": "gdn", "attention": "attention", "sampling": "sampling",
@@ -250,15 +251,7 @@ def _row(pt, inj: pd.DataFrame, steps: pd.DataFrame) -> dict | None:
     return row
 
 
-def sig(x: float, digits: int = 3) -> str:
-    """At most `digits` significant figures, thousands separated, never scientific notation."""
-    if x is None or not math.isfinite(x):
-        return "-"
-    if x == 0:
-        return "0"
-    x = float(f"{x:.{digits}g}")
-    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(x)))))
-    return f"{x:,.{decimals}f}"
+sig = words.sig  # at most three significant figures
 
 
 def _named(kernel) -> bool:

@@ -37,10 +37,11 @@ from ..run.bench import PassSpec, Workload
 from ..measure.claims import Claim, Judgement, Missing, known_number, missing
 from ..records.store import load_points, open_artefact, pass_summary, read_artefact
 from ..errors import UserError
-from .predict import join_and
+from ..words import MISSING, join_and, number
 from ..run.sweep import PassPlan, PointPlan
 from ..run.trace import decode_window_trace
-from .protocol import Part, judged, reading_data_dir, with_data_dir, without_data_dir
+from .protocol import (EVERY_PART, Part, ids_of, judged, measured_rigs,
+                       reading_data_dir, with_data_dir, without_data_dir)
 
 NAME = "00-inside-a-step"
 NOTEBOOK = "notebooks/00-inside-a-step.md"
@@ -285,7 +286,7 @@ def shape_bytes(preset: str, data_dir=None) -> dict:
     """What one decode step must move, from the shapes: the language model's weights (weightbytes), each
     sequence's recurrent state read and written (Gated DeltaNet layers), each token of context's K and V read."""
     from ..model.modelshape import ModelShape
-    from ..model.weightbytes import preset_decode_bytes
+    from ..model.modelshape import preset_decode_bytes
 
     shape = ModelShape.of(preset, data_dir)
     return {"weights_bytes": preset_decode_bytes(preset, _fmt(preset), data_dir).total,
@@ -634,7 +635,7 @@ def api_table(api: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({"Batch": rows["batch"].astype(int).map("{:,}".format)})
     for col, head in (("step_one_ms", "step, one API server (ms)"), ("step_more_ms", "step, more API servers (ms)")):
         out[head] = [_n(x) if known_number(x) else "never held" for x in rows[col]]
-    out["most running, one"] = [f"{x:,.0f}" if known_number(x) else "-" for x in rows["running_one"]]
+    out["most running, one"] = [f"{x:,.0f}" if known_number(x) else MISSING for x in rows["running_one"]]
     out["most running, more"] = [f"{x:,.0f}" for x in rows["running_more"]]
     return out.reset_index(drop=True)
 
@@ -1024,13 +1025,7 @@ def component_long(view: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _n(x: float, digits: int = 3) -> str:
-    """A number as a reader reads it: `digits` significant figures, thousands separated."""
-    if x is None or missing(x):
-        return "-"
-    if abs(x) >= 10 ** digits:
-        return f"{round(x):,}"
-    return f"{float(f'{x:.{digits}g}'):,.{max(0, digits - 1 - int(math.floor(math.log10(abs(x)))) if x else 0)}f}"
+_n = number  # a number as a reader reads it (words.number)
 
 
 def findings(view: dict) -> list[str]:
@@ -1218,7 +1213,7 @@ def clients_page_table(view: dict) -> pd.DataFrame:
                      "common window (s)": _n(r.window_s), "steps a second": _n(r.steps_per_s),
                      "step (ms)": _n(r.step_ms), "server's output (tok/s)": _n(r.tok_s),
                      "running (mean)": _n(r.running_mean),
-                     "each client's output (tok/s)": ", ".join(_n(x) for x in mine["output_tok_s"]) or "-"})
+                     "each client's output (tok/s)": ", ".join(_n(x) for x in mine["output_tok_s"]) or MISSING})
     return pd.DataFrame(rows)
 
 
@@ -1438,4 +1433,8 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
 
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=with_data_dir(page_tables), view=reading_data_dir(rig_view),
-            findings=findings, claims=judged(CLAIMS), served_presets=served_presets)
+            findings=findings, claims=judged(CLAIMS), claim_ids=ids_of(CLAIMS), shows=measured_rigs,
+            served_presets=served_presets,
+            # part 2's sessions and part 3's floods beside its own, part 1's and 5's points against its step model,
+            # and every part's server logs (pools.block_size: the page a hybrid model's start logged)
+            reads=EVERY_PART)

@@ -63,8 +63,11 @@ import pandas as pd
 from ..measure import analysis
 from ..measure.analysis import GIB
 from ..errors import UserError
-from ..model.kvcache import KVPool, ModelLayout, block_size, pool_flags
+from ..model.kvcache import KVPool, ModelLayout, pool_flags
+from ..model.pools import block_size
 from ..records.reference import gpu_datasheets, load_reference, reference_fact
+from .. import words
+from ..words import join_and  # noqa: F401 (predict's name for it stays: notebooks and tests use it)
 
 RIG = "h200"
 H200_KEY = "h200-sxm"  # the datasheet row of the GPU the coefficients were measured on
@@ -708,21 +711,14 @@ def h200_table(models: dict[str, StepModel], view: dict, gpus_: dict[str, Gpu]) 
 # The page
 # ---------------------------------------------------------------------------------------------
 
-def _n(x: float) -> str:
-    """Three significant figures, thousands separated; a dash for a missing value."""
-    if x is None or not math.isfinite(x):
-        return "-"
-    if x == 0:
-        return "0"
-    r = float(f"{x:.3g}")
-    return f"{r:,.{max(0, 2 - int(math.floor(math.log10(abs(r)))))}f}"
+_n = words.sig  # three significant figures
 
 
 def _pct(x: float) -> str:
-    """A signed error: 3 significant figures, "0%" under a hundredth of a percent."""
+    """A signed error in percent: 3 significant figures, "0%" under a hundredth of a percent."""
     if x == x and abs(x) < 0.01:
         return "0%"
-    return ("+" if x > 0 else "") + _n(x) + "%"
+    return words.percent(x, signed=True, whole=False, points=True)
 
 
 def _pub(x: float) -> str:
@@ -730,11 +726,6 @@ def _pub(x: float) -> str:
     figures."""
     text = f"{x:g}"
     return f"{x:,g}" if len(text.replace(".", "").replace("-", "").lstrip("0")) <= 4 else _n(x)
-
-
-def join_and(items: list[str]) -> str:
-    """'a', 'a and b', 'a, b and c' ('' for none): how the pages' sentences list things."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
 
 
 def sentences(a10g: pd.DataFrame, table: pd.DataFrame, h200: pd.DataFrame) -> list[str]:
@@ -812,11 +803,11 @@ def shown(table: pd.DataFrame, headers: dict[str, str]) -> pd.DataFrame:
     for col, head in headers.items():
         v = table[col]
         if col == "published":
-            out[head] = [_pub(x) if x == x else "-" for x in v]
+            out[head] = [_pub(x) if x == x else words.MISSING for x in v]
         elif col == "stated_error_pct":
-            out[head] = [_n(x) + "%" if x == x else "-" for x in v]
+            out[head] = [_n(x) + "%" if x == x else words.MISSING for x in v]
         elif col.endswith("error_pct"):
-            out[head] = [_pct(x) if x == x else "-" for x in v]
+            out[head] = [_pct(x) if x == x else words.MISSING for x in v]
         elif v.dtype == bool:
             out[head] = ["yes" if x else "" for x in v]
         elif pd.api.types.is_integer_dtype(v):

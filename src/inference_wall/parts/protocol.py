@@ -3,7 +3,8 @@
 
 The runner's jobs: planning (what to run), the presets its servers load, and the GPUs one of its servers takes.
 The page's jobs: its tables (read once from the data dir), a view per rig, each view's findings, the claims table
-of the views and the closing words; `page` runs the first four in order, the one call of a notebook's setup. Where
+of the views, the findings box and the closing words; `page` runs the first five in order, the one call of a
+notebook's setup. Where
 a part's own functions take other arguments, its module adapts them (thin functions next to its PART).
 
 What a view reads besides its tables travels in them: the data dir they were read from (`DATA_DIR`: a rig's
@@ -19,9 +20,11 @@ import pandas as pd
 
 from ..measure.claims import Claim, evaluate
 from ..run.sweep import PointPlan
+from ..schema import PARTS
 
 DATA_DIR = "data_dir"  # a page's tables: the data dir they were read from
 REFERENCE = "reference"  # a page's tables and each view: the post's figures the part's claims quote
+EVERY_PART = tuple(PARTS.values())  # a page that reads every part's runs (Part.reads)
 
 
 def rig_presets(params: dict, profile) -> list[str]:
@@ -56,6 +59,11 @@ def reading_data_dir(rig_view: Callable[[str, dict, dict, Path | None], dict]) -
     return view
 
 
+def no_box(views: dict[str, dict], tables: dict) -> list[str]:
+    """The findings box of a part whose page has none."""
+    return []
+
+
 def no_closing(views: dict[str, dict], device: pd.DataFrame | None) -> str:
     """The closing words of a part whose page has none."""
     return ""
@@ -64,6 +72,26 @@ def no_closing(views: dict[str, dict], device: pd.DataFrame | None) -> str:
 def every_rig(rig: str, tables: dict) -> bool:
     """Whether a rig shown gets a view: every one, unless the part says otherwise."""
     return True
+
+
+def measured_rigs(rig: str, tables: dict) -> bool:
+    """Whether a rig shown gets a view, for a part the series never published: the measured rigs only."""
+    from ..schema import PUBLISHED_RIG
+
+    return rig != PUBLISHED_RIG
+
+
+def ids_of(claims: list | Callable[[dict[str, dict]], list]) -> Callable[[dict[str, dict]], list[str]]:
+    """The protocol's claim_ids for a part whose claims (or the callable that picks them for the views shown) have
+    ids: their ids, in order."""
+    def ids(views: dict[str, dict]) -> list[str]:
+        return [c.id for c in (claims(views) if callable(claims) else claims)]
+    return ids
+
+
+def no_claim_ids(views: dict[str, dict]) -> list[str]:
+    """The claim ids of a part that lists none: the claims table says which."""
+    return []
 
 
 def one_paragraph(findings: Callable[[dict], str]) -> Callable[[dict], list[str]]:
@@ -100,7 +128,13 @@ class Part:
     view(rig, tables, params) -> what the page's claims, figures and prose need about one rig.
     findings(view) -> sentences on one rig's view.
     claims(views) -> the claims table: one row per claim judged on a rig (a part's own columns).
-    closing(views, device) -> the page's closing words (device: the device-time table, or None)."""
+    box(views, tables) -> the page's findings box: 3-5 bullets over the rigs shown.
+    claim_ids(views) -> the ids of the claims judged on those views, in the part's order (a page that shows no rig
+    still lists them: the glance page's rows).
+    closing(views, device) -> the page's closing words (device: the device-time table, or None).
+    reads: the other parts whose data/runs/ folders the part's page (its notebook) reads besides its own, by name
+    (schema.PARTS; EVERY_PART where it reads them all). The book's rebuild keys the page on them
+    (scripts/build-book.py), and every build checks them against what the page's kernel opened."""
     name: str
     defaults: dict
     plan: Callable[[dict, object, dict | None, Path | None], list[PointPlan]]
@@ -109,24 +143,37 @@ class Part:
     findings: Callable[[dict], list[str]]
     claims: Callable[[dict[str, dict]], pd.DataFrame]
     closing: Callable[[dict[str, dict], pd.DataFrame | None], str] = no_closing
+    box: Callable[[dict[str, dict], dict], list[str]] = no_box
+    claim_ids: Callable[[dict[str, dict]], list[str]] = no_claim_ids
     shows: Callable[[str, dict], bool] = every_rig
     served_presets: Callable[[dict, object], list[str]] = rig_presets
     gpus_needed: Callable[[dict], int] = one_gpu
+    reads: tuple[str, ...] = ()
 
 
-JOBS = ("plan", "served_presets", "gpus_needed", "tables", "shows", "view", "findings", "claims", "closing")
+def runs_read(part: Part) -> tuple[str, ...]:
+    """The data/runs/ folders a part's page reads: its own, then those its `reads` names."""
+    unknown = set(part.reads) - set(PARTS.values())
+    if unknown:
+        raise ValueError(f"part {part.name} reads unknown part(s) {sorted(unknown)}; known: {', '.join(PARTS.values())}")
+    return tuple(dict.fromkeys([part.name, *part.reads]))
+
+
+JOBS = ("plan", "served_presets", "gpus_needed", "tables", "shows", "view", "findings", "claims", "claim_ids", "box",
+        "closing")
 
 
 @dataclass(frozen=True)
 class Page:
-    """What a notebook's setup computes: the rigs shown, the tables, each rig's parameters, view and findings, and
-    the claims table."""
+    """What a notebook's setup computes: the rigs shown, the tables, each rig's parameters, view and findings, the
+    claims table and the findings box."""
     rigs: list[str]
     tables: dict
     params: dict[str, dict]
     views: dict[str, dict]
     findings: dict[str, list[str]]
     claims: pd.DataFrame
+    box: list[str]
 
 
 def rig_parameters(part: Part, rig: str, data_dir: Path | None) -> dict:
@@ -137,11 +184,25 @@ def rig_parameters(part: Part, rig: str, data_dir: Path | None) -> dict:
     return dict(part.defaults) if rig == PUBLISHED_RIG else parameters(part.name, rig, data_dir)
 
 
-def page(part: Part, data_dir: Path | None, rigs: list[str], params: dict[str, dict] | None = None) -> Page:
-    """A part's page on `rigs`: its tables, a view per rig (with `params`, each rig's parameters; None: the rig's
-    own), each view's findings and the claims table."""
+def views(part: Part, data_dir: Path | None, rigs: list[str], params: dict[str, dict] | None = None) -> dict[str, dict]:
+    """The views of a part on `rigs` (its tables read once, then a view per rig it shows; `params`: each rig's
+    parameters, None: the rig's own), without their findings and claims: how one part reads another's measurements
+    of the same rigs, through the other's PART."""
     params = params if params is not None else {rig: rig_parameters(part, rig, data_dir) for rig in rigs}
     tables = part.tables(data_dir, rigs)
-    views = {rig: part.view(rig, tables, params[rig]) for rig in rigs if part.shows(rig, tables)}
-    return Page(list(rigs), tables, params, views, {rig: part.findings(v) for rig, v in views.items()},
-                part.claims(views))
+    return {rig: part.view(rig, tables, params[rig]) for rig in rigs if part.shows(rig, tables)}
+
+
+def rig_view(part: Part, data_dir: Path | None, rig: str, params: dict | None = None) -> dict:
+    """One rig's view of a part (views of that rig alone)."""
+    return views(part, data_dir, [rig], None if params is None else {rig: params})[rig]
+
+
+def page(part: Part, data_dir: Path | None, rigs: list[str], params: dict[str, dict] | None = None) -> Page:
+    """A part's page on `rigs`: its tables, a view per rig (with `params`, each rig's parameters; None: the rig's
+    own), each view's findings, the claims table and the findings box."""
+    params = params if params is not None else {rig: rig_parameters(part, rig, data_dir) for rig in rigs}
+    tables = part.tables(data_dir, rigs)
+    shown = {rig: part.view(rig, tables, params[rig]) for rig in rigs if part.shows(rig, tables)}
+    return Page(list(rigs), tables, params, shown, {rig: part.findings(v) for rig, v in shown.items()},
+                part.claims(shown), part.box(shown, tables))

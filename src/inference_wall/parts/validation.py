@@ -103,7 +103,8 @@ def _flood_rows(rig: str, data_dir=None) -> list[dict]:
 def _admission_rows(rig: str, frozen_rows: pd.DataFrame, data_dir=None) -> list[dict]:
     """The admission a start of each model logged, at the utilization it ran, at the series' lengths and
     max_num_seqs (predict._workload) where such a start exists."""
-    from ..model.kvcache import ModelLayout, pool_from_report
+    from ..model.kvcache import pool_from_report
+    from ..model.modelshape import ModelShape
     from ..records.store import log_startup, open_artefact
     from . import predict
 
@@ -118,7 +119,7 @@ def _admission_rows(rig: str, frozen_rows: pd.DataFrame, data_dir=None) -> list[
         if start.get("dir") is None or start["utilization"] != start["utilization"]:
             continue
         pool = pool_from_report(log_startup(open_artefact(start["dir"], "server.log")),
-                                ModelLayout.from_preset(preset, data_dir))
+                                ModelShape.of(preset, data_dir).layout)
         if pool is None:
             continue
         rows.append({"model": model, "quantity": "KV admission", "utilization": start["utilization"],

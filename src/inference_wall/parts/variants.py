@@ -17,11 +17,12 @@ import pandas as pd
 from ..measure import analysis
 from ..measure.analysis import Interval
 from ..run.bench import PassSpec
-from ..measure.claims import Missing, fmt_num, known_number, missing
+from ..measure.claims import Missing, known_number, missing
 from ..errors import UserError
 from ..records.store import load_points, pass_summary
 from ..run.sweep import PassPlan, PointPlan
-from ..model.weightbytes import preset_decode_bytes
+from ..model.modelshape import preset_decode_bytes
+from .. import words
 
 # Agreement: measured / predicted within 20% either way (the fit's and the bandwidth's ranges come on top).
 BAND = (1 / 1.2, 1.2)
@@ -132,7 +133,7 @@ def short_windows(points: pd.DataFrame) -> pd.DataFrame:
 def startup_table(data_dir=None, rigs: list[str] | None = None, *, part: str, key: str = "format") -> pd.DataFrame:
     """One row per server start of `part` (its variants named by params[`key`]): weights the log
     reports, the linear kernels it chose, the KV pool and the admission limit it leaves for the part's requests."""
-    from ..model.kvcache import pool_of_point
+    from ..model.pools import pool_of_point
 
     rows = []
     for pt in load_points(part, data_dir, rigs):
@@ -292,7 +293,7 @@ def sweep_rows(views: dict[str, dict]) -> pd.DataFrame:
         columns=["rig", "variant", "max_num_seqs", "output_tok_s"])
 
 
-num = fmt_num  # the book's number words (claims.fmt_num): three significant figures, thousands separated
+num = words.number  # the book's number words: three significant figures, every whole digit, thousands separated
 
 
 def positive_prediction(i: Interval) -> Interval:
@@ -321,22 +322,14 @@ def device_minutes(device: pd.DataFrame | None, part: str, rig: str) -> str:
 
 
 def sig(x, digits: int = 3, exact_whole: bool = True) -> str:
-    """At most `digits` significant digits, thousands separated; a whole number (a count) exactly unless
-    `exact_whole` is False (a measured clock); a dash where missing."""
-    if not known_number(x) or not math.isfinite(float(x)):
-        return "–"
-    x = float(x)
-    if x == 0:
-        return "0"
-    if exact_whole and x.is_integer():
-        return f"{int(x):,}"
-    places = digits - 1 - int(math.floor(math.log10(abs(x))))
-    return f"{round(x, places):,.{max(0, places)}f}"
+    """At most `digits` significant digits (words.sig); a whole number (a count) exactly unless `exact_whole` is
+    False (a measured clock)."""
+    return words.sig(x, digits, whole=exact_whole)
 
 
 def pct(x: float) -> str:
     """A signed percentage change for a reader: -0.029 -> '-2.9%'."""
-    return ("+" if x > 0 else "") + sig(100 * x, 2) + "%"
+    return words.percent(x, 2, signed=True)
 
 
 def closing_note(views: dict[str, dict], device: pd.DataFrame | None, part: str, skip: tuple[str, ...] = (),

@@ -1,0 +1,397 @@
+"""Part 2's tables: the only file of the part that reads the disk (each injection and the steps around it, the
+freeze per configuration, the timelines, the knee points against part 1's pass at that rate, the traces, the
+clocks, the roofline's inputs and the post's figures)."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from ...errors import UserError
+from ...measure import freeze
+from ...model.modelshape import ModelShape
+from ...records.reference import load_reference
+from ...records.store import bench_result, derived, load_points, open_artefact, read_artefact, read_text
+from ...schema import PARTS, PUBLISHED_RIG
+from ..protocol import DATA_DIR, REFERENCE
+from .plan import A10G_BUDGET, DEFAULTS, NAME, OFF
+
+
+def measured_points(data_dir=None, rigs: list[str] | None = None) -> list:
+    """The freeze points (not the traced ones, whose profiler slows the steps it records, nor the knee points)."""
+    return [pt for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") not in ("trace", "knee")]
+
+
+def knee_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """Back to part 1, per rig: part 1's own pass at its knee rate (vLLM's default budget, read from its log) and
+    each knee point's (one budget each): completed against offered, whether it kept up (part 1's rule), the
+    latencies, and the split of generation throughput between intervals that also prefilled and decode alone."""
+    from ...measure.analysis import KEEP_UP
+    from ...measure.ratepass import mixed_split
+    from ...records.store import pass_summary
+
+    rows = []
+
+    def row(pt, budget, source):
+        s = pass_summary(pt)
+        rate = float(pt.params["offered_rate_rps"])
+        mix = mixed_split(pt, rate) or {}
+        return {"rig": pt.rig, "budget": budget, "server": source, "offered_rate_rps": rate,
+                "completed_rps": s["completed_rps"], "completed_share": s["completed_rps"] / rate,
+                "kept_up": s["completed_rps"] / rate >= KEEP_UP, "ttft_p50_ms": s["ttft_p50_ms"],
+                "ttft_p99_ms": s["ttft_p99_ms"], "itl_p50_ms": s["itl_p50_ms"], "itl_p99_ms": s["itl_p99_ms"],
+                "gen_with_prefill_tok_s": mix.get("gen_with_prefill_tok_s", math.nan),
+                "gen_decode_only_tok_s": mix.get("gen_decode_only_tok_s", math.nan),
+                "needed_gen_tok_s": mix.get("needed_gen_tok_s", math.nan)}
+
+    knees = [pt for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") == "knee"]
+    for rig in sorted({pt.rig for pt in knees}):
+        rate = float(next(pt for pt in knees if pt.rig == rig).params["offered_rate_rps"])
+        part1 = {pt.name: pt for pt in load_points(PARTS[1], data_dir, [rig])}
+        same = [pt for pt in part1.values() if pt.params.get("kind") == "rate"
+                and math.isclose(float(pt.params["offered_rate_rps"]), rate, rel_tol=1e-9)]
+        if same:
+            starts = (q.startup() for q in part1.values())
+            default = next((r.max_num_batched_tokens for r in starts if r is not None and r.max_num_batched_tokens), None)
+            rows.append(row(same[0], default if default else math.nan, "part 1 (vLLM's default budget)"))
+        rows += [row(pt, int(pt.params["budget"]), "knee point") for pt in knees if pt.rig == rig]
+    cols = ["rig", "budget", "server", "offered_rate_rps", "completed_rps", "completed_share", "kept_up", "ttft_p50_ms",
+            "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "gen_with_prefill_tok_s", "gen_decode_only_tok_s",
+            "needed_gen_tok_s"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _injections(pt, label: str = "bench") -> dict:
+    return json.loads(read_artefact(pt.path, f"{label}-inject.json"))
+
+
+def _steps(pt) -> pd.DataFrame:
+    from ...records.logs import parse_iterations
+
+    path = open_artefact(pt.path, "server.log")
+    return derived("iterations", path, lambda: parse_iterations(read_text(path), path))
+
+
+def _ttft_ms(rec: dict) -> float:
+    return 1000 * (rec["token_times"][0] - rec["sent"]) if rec.get("token_times") else math.nan
+
+
+def point_injections(pt) -> pd.DataFrame:
+    """One row per measured injection of one point: the long request's TTFT, the freeze it caused (client side)
+    and the steps that carried it (server side)."""
+    raw = bench_result(open_artefact(pt.path, "bench.json")).raw
+    streams = freeze.stream_token_times(raw)
+    inj = _injections(pt)
+    recs = inj["injections"]
+    windows = [(r["sent"], r["token_times"][0]) for r in recs if r.get("token_times")]
+    base_s = freeze.baseline_gap_s(streams, windows)
+    steps = _steps(pt)
+    wl = pt.record.workload
+    length = int(pt.params["prompt_len"])
+    runs = freeze.long_prompt_steps(steps, length, int(wl.get("input_len", 256))) if len(steps) else []
+    n_solo = len(inj["solo"])
+    measured_runs = runs[-len(recs):] if len(runs) >= len(recs) + n_solo else [[] for _ in recs]
+    solo_runs = runs[-len(recs) - n_solo:-len(recs)] if len(runs) >= len(recs) + n_solo and n_solo else []
+    bench_steps = steps.iloc[measured_runs[0][0]:measured_runs[-1][-1] + 1] if measured_runs and measured_runs[0] else steps
+    solo_ttft = [_ttft_ms(r) for r in inj["solo"]]
+    rows = []
+    for k, rec in enumerate(recs):
+        f = freeze.freeze_in_window(streams, rec["sent"], rec["token_times"][0], base_s)
+        row = {"rig": pt.rig, "point": pt.name, "budget": int(pt.params["budget"]), "prompt_len": length,
+               "injection": k, "ttft_ms": _ttft_ms(rec), "baseline_itl_ms": 1000 * base_s,
+               "solo_ttft_ms": float(np.median(solo_ttft)) if solo_ttft else math.nan,
+               "solo_ttft_min_ms": min(solo_ttft) if solo_ttft else math.nan,
+               "solo_ttft_max_ms": max(solo_ttft) if solo_ttft else math.nan,
+               "solo_step_ms": float(np.median([steps.iloc[r]["elapsed_ms"].sum() for r in solo_runs]))
+               if solo_runs else math.nan,
+               "decode_step_ms": freeze.decode_step_ms(bench_steps), **f.as_dict(),
+               **freeze.step_summary(steps, measured_runs[k] if k < len(measured_runs) else [])}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+INJECTION_COLUMNS = ["rig", "point", "budget", "prompt_len", "injection", "ttft_ms", "baseline_itl_ms", "solo_ttft_ms",
+                     "solo_ttft_min_ms", "solo_ttft_max_ms",
+                     "solo_step_ms", "decode_step_ms", "streams", "freeze_ms", "freeze_max_ms", "lost_ms",
+                     "prefill_steps", "max_step_ms", "sum_step_ms", "chunk_tokens_max", "gen_reqs_beside"]
+
+
+def _async_by_session(points: list) -> dict[tuple, bool | None]:
+    """Per (rig, server session): whether the server's start logged asynchronous scheduling (None: it did not say)."""
+    out: dict[tuple, bool | None] = {}
+    for pt in points:
+        rep = pt.startup()
+        if rep is not None:
+            out[(pt.rig, pt.record.session_id)] = rep.async_scheduling
+    return out
+
+
+def injection_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """One row per measured injection (point_injections) on every rig, with `async_scheduling`: whether the server
+    logged asynchronous scheduling, under which the iteration log's elapsed time is not a step's time (steps_timed)."""
+    return injections_of(measured_points(data_dir, rigs))
+
+
+def injections_of(pts: list) -> pd.DataFrame:
+    """injection_table's rows of these points (part 2's, or another part's sessions planned by this part's plan)."""
+    modes = _async_by_session(pts)
+    frames = []
+    for pt in pts:
+        f = point_injections(pt)
+        if len(f):
+            frames.append(f.assign(async_scheduling=modes.get((pt.rig, pt.record.session_id))))
+    if not frames:
+        return pd.DataFrame(columns=INJECTION_COLUMNS + ["async_scheduling"])
+    return pd.concat(frames, ignore_index=True)[INJECTION_COLUMNS + ["async_scheduling"]]
+
+
+def steps_timed(injections: pd.DataFrame) -> pd.Series:
+    """Per injection: whether the iteration log's elapsed times are step times. vLLM's EngineCore times the wait
+    for a step's result (`log_iteration_details` around `future.result()`); with asynchronous scheduling the next
+    step is already scheduled and running, so that wait is a remainder, not the step (0.22.1, v1/engine/core.py)."""
+    return injections["async_scheduling"].map(lambda a: a is not True)
+
+
+def config_label(budget: int) -> str:
+    return "chunking off" if budget == OFF else f"chunked, budget {budget:,}"
+
+
+def freeze_table(injections: pd.DataFrame) -> pd.DataFrame:
+    """One row per (rig, budget, prompt length): the freeze's median and range over the repeats, beside the long
+    request's TTFT, the server's longest step, and the freeze that the solo prefill predicts."""
+    if not len(injections):
+        return pd.DataFrame(columns=["rig", "config", "budget", "prompt_len", "repeats", "freeze_ms", "freeze_min_ms",
+                                     "freeze_max_ms", "lost_ms", "ttft_ms", "max_step_ms", "solo_ttft_ms",
+                                     "baseline_itl_ms", "predicted_low_ms", "predicted_high_ms", "streams"])
+    g = injections.groupby(["rig", "budget", "prompt_len"], sort=True)
+    out = g.agg(repeats=("freeze_ms", "count"), freeze_ms=("freeze_ms", "median"), freeze_min_ms=("freeze_ms", "min"),
+                freeze_max_ms=("freeze_ms", "max"), lost_ms=("lost_ms", "median"), ttft_ms=("ttft_ms", "median"),
+                max_step_ms=("max_step_ms", "median"), solo_ttft_ms=("solo_ttft_ms", "median"),
+                baseline_itl_ms=("baseline_itl_ms", "median"), streams=("streams", "median")).reset_index()
+    pred = [freeze.predicted_freeze_ms(r.solo_ttft_ms, r.prompt_len, None if r.budget == OFF else r.budget,
+                                       r.baseline_itl_ms) for r in out.itertuples()]
+    if "async_scheduling" in injections:  # a logged wait is not a step: no step time where vLLM scheduled ahead
+        keys = ["rig", "budget", "prompt_len"]
+        timed = injections.assign(timed=steps_timed(injections)).groupby(keys)["timed"].all().reset_index()
+        out = out.merge(timed, on=keys, how="left")
+        out["max_step_ms"] = out["max_step_ms"].where(out.pop("timed").fillna(True).astype(bool))
+    out["predicted_low_ms"] = [lo for lo, _ in pred]
+    out["predicted_high_ms"] = [hi for _, hi in pred]
+    out.insert(1, "config", out["budget"].map(config_label))
+    return out
+
+
+def timeline_table(data_dir=None, rig: str | None = None, prompt_len: int | None = None, injection_no: int = 0,
+                   before: int = 8, after: int = 8) -> pd.DataFrame:
+    """The engine's steps around one injection, per configuration (from the iteration log): for the step timeline.
+    Only servers whose iteration log times its steps: under asynchronous scheduling the log's elapsed time is a wait
+    for a result, not a step (steps_timed), and an untimed step is not drawn as a time."""
+    frames = []
+    pts = measured_points(data_dir, [rig] if rig else None)
+    modes = _async_by_session(pts)
+    for pt in pts:
+        if prompt_len is not None and int(pt.params["prompt_len"]) != prompt_len:
+            continue
+        if modes.get((pt.rig, pt.record.session_id)) is True:
+            continue
+        steps = _steps(pt)
+        inj = _injections(pt)
+        runs = freeze.long_prompt_steps(steps, int(pt.params["prompt_len"]),
+                                        int(pt.record.workload.get("input_len", 256))) if len(steps) else []
+        n = len(inj["injections"])
+        if len(runs) < n or injection_no >= n:
+            continue
+        t = freeze.timeline(steps, runs[len(runs) - n + injection_no], before, after)
+        frames.append(t.assign(rig=pt.rig, budget=int(pt.params["budget"]), config=config_label(int(pt.params["budget"])),
+                               prompt_len=int(pt.params["prompt_len"])))
+    if not frames:
+        return pd.DataFrame(columns=["rig", "config", "budget", "prompt_len", "step", "elapsed_ms", "ctx_tokens",
+                                     "gen_tokens", "long_prompt"])
+    return pd.concat(frames, ignore_index=True)[["rig", "config", "budget", "prompt_len", "step", "elapsed_ms",
+                                                 "ctx_tokens", "gen_tokens", "gen_reqs", "long_prompt"]]
+
+
+def token_timeline(data_dir=None, rig: str | None = None, prompt_len: int | None = None, injection_no: int = 0,
+                   before_s: float = 0.5, after_s: float = 0.5, max_streams: int = 6) -> pd.DataFrame:
+    """Background tokens around one injection, per configuration, in ms from the long prompt's send (row per token;
+    at most `max_streams` streams per configuration, those decoding across the window first: with 128 tokens a
+    stream, four configurations stay under the 5,000 rows a chart may draw unaggregated)."""
+    rows = []
+    for pt in measured_points(data_dir, [rig] if rig else None):
+        if prompt_len is not None and int(pt.params["prompt_len"]) != prompt_len:
+            continue
+        recs = _injections(pt)["injections"]
+        if injection_no >= len(recs) or not recs[injection_no].get("token_times"):
+            continue
+        rec = recs[injection_no]
+        sent, first = rec["sent"], rec["token_times"][0]
+        streams = freeze.stream_token_times(bench_result(open_artefact(pt.path, "bench.json")).raw)
+        near = [t for t in streams if len(t) and t[-1] > sent - before_s and t[0] < first + after_s]
+        near.sort(key=lambda t: not (t[0] < sent and t[-1] > first))
+        budget = int(pt.params["budget"])
+        for s, t in enumerate(near[:max_streams]):
+            keep = t[(t > sent - before_s) & (t < first + after_s)]
+            rows += [{"rig": pt.rig, "config": config_label(budget), "budget": budget, "stream": s,
+                      "t_ms": 1000 * (x - sent)} for x in keep]
+        rows += [{"rig": pt.rig, "config": config_label(budget), "budget": budget, "stream": -1,
+                  "t_ms": 1000 * (x - sent)} for x in rec["token_times"] if x < first + after_s]
+    return pd.DataFrame(rows, columns=["rig", "config", "budget", "stream", "t_ms"])
+
+
+def matmul_params(pt) -> float | None:
+    """config_matmul_params of the model a point's server loaded (its preset's config); None where unknown."""
+    model = pt.record.model
+    try:
+        return float(ModelShape.of(model["preset"]).matmul_params)
+    except (KeyError, OSError, ValueError, UserError):
+        return None
+
+
+def roofline_table(freezes: pd.DataFrame, data_dir=None, params_by_rig: dict[str, float | None] | None = None,
+                   peaks: dict[str, dict] | None = None) -> pd.DataFrame:
+    """Per rig and prompt length: the prefill's compute floor (2 x the language model's matmul parameters x tokens /
+    the rig's peak dense FLOP/s, the peak from the rig profile's part-2 parameters) beside the solo prefill time
+    measured with chunking off (TTFT alone on the idle server: a chunked server's solo prompt is several steps).
+    `params_by_rig` and `peaks` (rig -> {"peak_dense_tflops", "peak_source"}) replace what the points and the rig
+    profiles say."""
+    from .. import parameters
+
+    rows = []
+    if params_by_rig is None:
+        params_by_rig = {}
+        for pt in load_points(NAME, data_dir, sorted(set(freezes["rig"])) if len(freezes) else []):
+            if params_by_rig.get(pt.rig) is None:
+                params_by_rig[pt.rig] = matmul_params(pt)
+    off = freezes[freezes["budget"] == OFF] if len(freezes) else freezes
+    solo = off.groupby(["rig", "prompt_len"])["solo_ttft_ms"].median().reset_index() if len(off) else off
+    for r in solo.itertuples():
+        p = (peaks or {}).get(r.rig) if peaks is not None else parameters(NAME, r.rig, data_dir)
+        p = p or {}
+        peak = p.get("peak_dense_tflops")
+        n = params_by_rig.get(r.rig)
+        floor = freeze.compute_floor_ms(n, r.prompt_len, peak * 1e12) if (peak and n) else math.nan
+        rows.append({"rig": r.rig, "prompt_len": r.prompt_len, "params_b": n / 1e9 if n else math.nan,
+                     "peak_dense_tflops": peak if peak else math.nan, "compute_floor_ms": floor,
+                     "solo_ttft_ms": r.solo_ttft_ms, "floor_fraction": floor / r.solo_ttft_ms if peak and n else math.nan,
+                     "peak_source": p.get("peak_source") or "no peak on record for this rig"})
+    return pd.DataFrame(rows, columns=["rig", "prompt_len", "params_b", "peak_dense_tflops", "compute_floor_ms",
+                                       "solo_ttft_ms", "floor_fraction", "peak_source"])
+
+
+def reference_view(data_dir=None) -> dict:
+    f = load_reference(2, data_dir)["facts"]
+    facts = dict(zip(f["key"], f["value"]))
+    facts["a10g_budget"] = A10G_BUDGET
+    return facts
+
+
+def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """Kernel (or, on the CPU build, operator) time by family per traced window: one row per (rig, configuration,
+    window, family), with its share of the window's busy time."""
+    rows = []
+    for pt in load_points(NAME, data_dir, rigs):
+        if pt.params.get("kind") != "trace":
+            continue
+        summary = json.loads(read_artefact(pt.path, "trace-summary.json"))
+        budget = int(pt.params["budget"])
+        for w in summary.get("windows", []):
+            for sm in w.get("summaries", []):
+                for fam, ms in sm["families_ms"].items():
+                    rows.append({"rig": pt.rig, "config": config_label(budget), "budget": budget,
+                                 "prompt_len": int(pt.params["prompt_len"]), "window": w["window"],
+                                 "device": sm["device"], "family": fam, "time_ms": ms,
+                                 "share_pct": 100 * ms / sm["busy_ms"] if sm["busy_ms"] else math.nan,
+                                 "busy_ms": sm["busy_ms"], "span_ms": sm["span_ms"]})
+    return pd.DataFrame(rows, columns=["rig", "config", "budget", "prompt_len", "window", "device", "family", "time_ms",
+                                       "share_pct", "busy_ms", "span_ms"])
+
+
+def _by_config(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows per rig in the page's order of configurations: chunking off, then the budgets from the largest."""
+    order = frame["budget"].where(frame["budget"] != OFF, 10**9)
+    return frame.assign(_o=order).sort_values(["rig", "_o"], ascending=[True, False]).drop(columns="_o").reset_index(
+        drop=True)
+
+
+def clock_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """What the GPU ran at during the freeze points, per rig and configuration (from each point's GPU samples, taken
+    once a second by nvidia-smi during its passes): the lowest and the median busy SM clock over its points, the most
+    power drawn, and the share of busy samples at the software power cap. Bigger chunks draw more power; a freeze
+    measured at lower clocks is a longer one."""
+    from ...records.gpuclocks import points_table
+
+    pts = measured_points(data_dir, rigs)
+    budget = {(pt.rig, pt.name): int(pt.params["budget"]) for pt in pts}
+    t = points_table(pts)
+    cols = ["rig", "config", "points", "sampled", "sm_mhz_min", "sm_mhz_median", "power_w_max", "sw_power_cap_pct"]
+    if not len(t):
+        return pd.DataFrame(columns=cols)
+    t["budget"] = [budget[(r.rig, r.point)] for r in t.itertuples()]
+    out = t.groupby(["rig", "budget"], sort=True).agg(
+        sampled=("point", "count"), sm_mhz_min=("sm_mhz_min", "min"), sm_mhz_median=("sm_mhz_median", "median"),
+        power_w_max=("power_w_max", "max"), sw_power_cap_pct=("sw_power_cap_share", lambda x: 100 * x.mean())
+    ).reset_index()
+    counts = pd.DataFrame([(r, b) for (r, _), b in budget.items()], columns=["rig", "budget"]).value_counts()
+    out = counts.rename("points").reset_index().merge(out, on=["rig", "budget"], how="left")
+    out = out[out["rig"].isin(t["rig"])]  # rigs that sampled at all
+    out["sampled"] = out["sampled"].fillna(0).astype(int)
+    out.insert(1, "config", out["budget"].map(config_label))
+    return _by_config(out)[cols]
+
+
+def trace_unsupported(data_dir=None, rigs: list[str] | None = None) -> list[str]:
+    """'rig config: reason' for each traced point whose server recorded no trace."""
+    out = []
+    for pt in load_points(NAME, data_dir, rigs):
+        if pt.params.get("kind") == "trace":
+            reason = json.loads(read_artefact(pt.path, "trace-summary.json")).get("unsupported")
+            if reason:
+                out.append(f"{pt.rig} {config_label(int(pt.params['budget']))}: {reason}")
+    return out
+
+
+def trace_note(data_dir=None, rigs: list[str] | None = None) -> str:
+    """What the page says about the profiler pass of the shown rigs."""
+    traced = sorted({pt.rig for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") == "trace"})
+    if not traced:
+        return ("**No trace recorded** for the rigs shown: the profiler pass (part parameter `trace`) is off by "
+                "default and on in a rig profile that asks for it (the h200's; `gpu/README.md`). What it shows: "
+                "kernel time by family (matrix multiplies, attention, the recurrent layers' kernels, the rest) in a "
+                "window of decode alone and in the window of one long prompt, per configuration.")
+    bad = trace_unsupported(data_dir, rigs)
+    return f"Traced: {', '.join(traced)}." + (" No trace from: " + "; ".join(bad) + "." if bad else "")
+
+
+def a10g_inputs(data_dir=None) -> dict:
+    """The series' A10G figures the floor prediction uses (part 1's facts): operations per token, the quoted peak,
+    and one decode step (a single stream's time per token)."""
+    f = load_reference(1, data_dir)["facts"]
+    facts = dict(zip(f["key"], f["value"]))
+    return {"gflop_per_token": facts["flops_per_token"], "peak_tflops": facts["a10g_fp16_peak"],
+            "decode_ms": facts["single_request_ms_per_token"]}
+
+
+def floor_freeze_ms(prompt_len: int, budget: int, a: dict) -> float:
+    """The freeze if a prefill ran at the GPU's peak: the largest step's prompt tokens (all of them without
+    chunking, at most a budget with it) x operations per token / peak, plus one decode step."""
+    tokens = prompt_len if budget == OFF else min(prompt_len, budget)
+    return 1000 * tokens * a["gflop_per_token"] * 1e9 / (a["peak_tflops"] * 1e12) + a["decode_ms"]
+
+
+def floor_table(data_dir=None, prompt_lens: list[int] | None = None, budgets: list[int] | None = None) -> pd.DataFrame:
+    """The A10G's freeze at the compute floor per configuration and prompt length, from the post's own figures."""
+    a = a10g_inputs(data_dir)
+    rows = [{"rig": PUBLISHED_RIG, "config": config_label(b), "budget": b, "prompt_len": n,
+             "floor_freeze_ms": floor_freeze_ms(n, b, a)}
+            for b in (budgets or DEFAULTS["budgets"]) for n in (prompt_lens or DEFAULTS["prompt_lens"])]
+    return pd.DataFrame(rows)
+
+
+def protocol_tables(data_dir, rigs: list[str]) -> dict:
+    """The protocol's tables: the measured rigs' injections and freezes, the post's figures (reference_view) and
+    the data dir."""
+    injections = injection_table(data_dir, [r for r in rigs if r != PUBLISHED_RIG])
+    return {"injections": injections, "freezes": freeze_table(injections), REFERENCE: reference_view(data_dir),
+            DATA_DIR: data_dir}

@@ -1,0 +1,203 @@
+"""The package's shape as tests: which module may import which (the import graph, lazy imports inside functions
+included: a circle closed inside a function is still a circle)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "inference_wall"
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if "__pycache__" not in p.parts}
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package's modules that `name` imports, anywhere in its file (`from . import x` names module x)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                if f"{target}.{alias.name}" in known:
+                    found.add(f"{target}.{alias.name}")
+                elif target in known:
+                    found.add(target)
+    return found - {name}
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {name: imports_of(name, path, set(mods)) for name, path in mods.items()}
+
+
+def circles(nodes: set[str], edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module among `nodes` (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in nodes:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(nodes):
+        if v not in index:
+            visit(v)
+    return out
+
+
+@pytest.mark.parametrize("folder", ["model"])
+def test_no_import_circle_inside(folder):
+    edges = graph()
+    inside = {m for m in edges if m.startswith(f"inference_wall.{folder}.") or m == f"inference_wall.{folder}"}
+    assert circles(inside, edges) == []
+
+
+def test_the_model_s_arithmetic_reads_no_runs():
+    """kvcache and weightbytes are arithmetic over a config (and a parsed log); modelshape reads a preset's config;
+    only model/pools.py, above them, reads stored runs."""
+    edges = graph()
+    for name in ("kvcache", "weightbytes", "modelshape"):
+        reached = {m for m in edges[f"inference_wall.model.{name}"] if m.startswith("inference_wall.records")}
+        assert not reached, f"model/{name}.py imports {sorted(reached)}"
+    assert not edges["inference_wall.model.kvcache"] & {"inference_wall.model.modelshape", "inference_wall.model.weightbytes"}
+    assert not edges["inference_wall.model.weightbytes"] & {"inference_wall.model.modelshape", "inference_wall.model.kvcache"}
+
+
+def test_the_graph_sees_lazy_and_package_imports():
+    edges = graph()
+    assert "inference_wall.model.pools" in edges["inference_wall.parts"]  # a function's `from ..model.pools import`
+    assert "inference_wall.parts.p02" in edges["inference_wall.parts.mixedsteps"]  # `from . import p02`
+
+
+# ---------------------------------------------------------------------------------------------
+# Parts: a folder per part, one file per job, only PART crossing between parts
+# ---------------------------------------------------------------------------------------------
+PARTS_DIR = PACKAGE / "parts"
+JOB_FILES = {"__init__.py", "plan.py", "tables.py", "view.py", "claims.py", "words.py"}
+FOLDERS = ["p06", "p05", "p04", "p03", "p02", "p01"]  # the parts moved into folders so far (issue 44: part 6 first, part 0 last)
+MAX_LINES = 400
+NOT_YET_SPLIT = {"p00.py", "predict.py"}  # over MAX_LINES, to move
+
+
+@pytest.mark.parametrize("part", FOLDERS)
+def test_a_part_is_a_folder_with_the_same_job_files(part):
+    files = {p.name for p in (PARTS_DIR / part).glob("*.py")}
+    assert JOB_FILES <= files, f"parts/{part}/ lacks {sorted(JOB_FILES - files)}"
+    assert not (PARTS_DIR / f"{part}.py").exists()
+    init = (PARTS_DIR / part / "__init__.py").read_text()
+    assert "\nPART = Part(" in init
+
+
+def test_no_file_of_parts_is_over_400_lines():
+    long = {str(p.relative_to(PARTS_DIR)): n for p in PARTS_DIR.rglob("*.py") if p.name not in NOT_YET_SPLIT
+            and (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, long
+
+
+def _part_of(module: str) -> str | None:
+    """The part a module of parts/ belongs to ('p06' for parts.p06.view), None for the wings and the protocol."""
+    bits = module.split(".")
+    return bits[2] if len(bits) > 2 and bits[1] == "parts" and bits[2][:2] == "p0" else None
+
+
+def crossings(text: str, name: str, package: bool = False) -> list[str]:
+    """What module `name` (a package's __init__ where `package`), whose source is `text`, imports from a part that
+    is not its own, besides that part's PART."""
+    mine = _part_of(name)
+    package = name if package else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                other = _part_of(full) if _part_of(target) is None else _part_of(target)
+                if other and other != mine and not (_part_of(target) == other and alias.name == "PART"):
+                    out.append(f"{full}")
+        elif isinstance(node, ast.Import):
+            out += [a.name for a in node.names if _part_of(a.name) not in (None, mine)]
+    return out
+
+
+@pytest.mark.parametrize("part", FOLDERS)
+def test_a_part_imports_no_other_part_s_module_only_its_part(part):
+    found = {}
+    for path in sorted((PARTS_DIR / part).glob("*.py")):
+        crossed = crossings(path.read_text(), module_name(path), path.name == "__init__.py")
+        if crossed:
+            found[path.name] = crossed
+    assert not found, found
+
+
+def test_the_crossing_rule_sees_a_crossing():
+    text = "from ..p01 import PART\nfrom ..p01.view import rig_view\nfrom .. import p03, variants\nfrom .plan import X\n"
+    assert crossings(text, "inference_wall.parts.p06.view") == ["inference_wall.parts.p01.view.rig_view",
+                                                                  "inference_wall.parts.p03"]
+    assert crossings("from ..p06 import PART\nfrom .plan import X\n", "inference_wall.parts.p06.view") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Pages: the notebooks and the glance page go through the protocol's door
+# ---------------------------------------------------------------------------------------------
+BOOK = PACKAGE.parents[1]
+
+
+@pytest.mark.parametrize("page", sorted(p.relative_to(BOOK).as_posix() for p in
+                                        [*(BOOK / "notebooks").glob("*.md"), *(BOOK / "book").glob("*.md")]))
+def test_a_notebook_reads_the_page_s_findings_and_calls_part_closing(page):
+    """The findings box is page.box, each rig's findings page.findings, the closing words PART.closing: a notebook
+    calls no part's key_findings or closing_note of its own."""
+    text = (BOOK / page).read_text()
+    assert "key_findings(" not in text and "closing_note(" not in text
+
+
+def test_the_glance_page_is_one_loop_over_the_parts_pages():
+    """pages/glance.py reads the parts through their protocol pages only: no part module, no rig_view."""
+    path = PACKAGE / "pages" / "glance.py"
+    text = path.read_text()
+    assert "rig_view" not in text
+    imported = imports_of(module_name(path), path, set(modules()))
+    assert not {m for m in imported if _part_of(m)}, sorted(m for m in imported if _part_of(m))
