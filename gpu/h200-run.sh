@@ -15,6 +15,7 @@ BUDGET_MIN=${2:?budget in minutes}
 BUDGET_S=$(awk -v m="$BUDGET_MIN" 'BEGIN { if (m !~ /^[0-9]+(\.[0-9]+)?$/) exit 1; printf "%d", m * 60 }') \
   || { echo "h200-run: budget '$BUDGET_MIN' is not a number of minutes"; exit 2; }
 EXTRA=${3:-}  # more reproduce options for every item
+GRACE_S=${GRACE_S:-40}  # past the budget, the seconds a part may still take (its page's render) before it is cut
 OUT=${OUT:-/tmp/h200-out}
 mkdir -p "$OUT"
 ls /opt/wallsite/.installed-* >/dev/null 2>&1 || { echo "COLD: the staged vLLM is not installed on this host"; exit 3; }
@@ -52,7 +53,10 @@ for item in $PARTS; do
   [ "$left_s" -ge 360 ] || { echo "h200-run: under 6 minutes left (the sweep needs one start and one point): part $part on $rig not started"; break; }
   left=$(awk -v s="$left_s" 'BEGIN { printf "%.1f", int(s / 6) / 10 }')
   echo "h200-run: part $part, rig $rig, budget $left min${points:+, points $points}"
-  make reproduce PART="$part" RIG="$rig" PYTHON=python3 \
+  # cut at the budget plus a margin (SIGTERM: the run stops its servers and records the point in flight as
+  # interrupted), so that the packing below always runs inside the command's own time limit: a call killed from
+  # outside packs nothing, and the notebook that make reproduce renders after its sweep is not in the sweep's budget
+  timeout -k 20 $(( end + GRACE_S - $(date +%s) )) make reproduce PART="$part" RIG="$rig" PYTHON=python3 \
     ARGS="--budget-min $left $EXTRA${points:+ --points ${points//,/ }}" 2>&1 | tee -a "$OUT/reproduce.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
