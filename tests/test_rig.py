@@ -80,3 +80,12 @@ def test_the_measured_gpu_rigs_name_their_gpu_and_datasheet_row():
     for rig, name in (("h200", "H200"), ("h100", "H100")):
         p = load_profile(rig)
         assert p.gpu_name == name and p.datasheet in keys
+
+
+def test_the_capture_names_the_host_cpu_model(tmp_path):
+    from inference_wall.run.rig import cpu_model
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480C\n")
+    assert cpu_model(str(info)) == "Intel(R) Xeon(R) Platinum 8480C"
+    assert cpu_model(str(tmp_path / "absent")) is None

@@ -191,6 +191,19 @@ print("PROBE" + json.dumps(out))
 """
 
 
+def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The host CPU's model name (Linux's /proc/cpuinfo), None where it cannot be read: the host's work per step
+    (scheduling, sampling's set-up, the API server) runs on it, and two GPU hosts can differ in it."""
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip() or None
+    except OSError:
+        return None
+    return None
+
+
 def capture(python: str, bandwidth: bool = True, env: dict | None = None) -> dict:
     """What this rig is, for the manifest. Never raises: missing pieces are simply absent."""
     import os
@@ -198,7 +211,7 @@ def capture(python: str, bandwidth: bool = True, env: dict | None = None) -> dic
     import time
 
     info: dict = {"host": platform.node(), "cpu": platform.processor() or platform.machine(),
-                  "cpu_count": os.cpu_count(),
+                  "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
                   # vLLM stamps its log in local time without a year: this maps stamps to epoch seconds
                   "utc_offset_s": -(time.altzone if time.daylight and time.localtime().tm_isdst else time.timezone)}
     # The environment that shapes a run beyond the command line (rig profiles add to it; a host's own
