@@ -1,6 +1,8 @@
 """Freeze the step model's prediction for a GPU before that GPU is measured: data/predictions/<gpu>.csv.
 
-    .venv/bin/python scripts/freeze-prediction.py h100-sxm
+    .venv/bin/python scripts/freeze-prediction.py h100-sxm            # the model of parts/predict.py
+    .venv/bin/python scripts/freeze-prediction.py h100-sxm refit      # parts/refit.py: <gpu>-refit.csv, each row
+                                                                      # naming the run that will measure it
 
 Writes what parts/predict.prediction_rows says today for the datasheet row <gpu> (every series model that fits),
 each row naming the commit whose code and h200 runs made it (`model_commit`, `model_commit_time`), and adds a line to
@@ -23,12 +25,13 @@ def git(*args: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: freeze-prediction.py GPU (a key of data/reference/gpus/datasheets.csv, e.g. h100-sxm)")
+    if len(argv) not in (1, 2) or (len(argv) == 2 and argv[1] != "refit"):
+        print("usage: freeze-prediction.py GPU [refit] (GPU: a key of data/reference/gpus/datasheets.csv, e.g. "
+              "h100-sxm)")
         return 2
-    key = argv[0]
+    key, model = argv[0], (argv[1] if len(argv) == 2 else None)
     folder = Path(DATA_DIR) / "predictions"
-    out = folder / f"{key}.csv"
+    out = folder / (f"{key}-{model}.csv" if model else f"{key}.csv")
     if out.exists():
         print(f"freeze-prediction: {out.relative_to(REPO)} exists: a frozen prediction is never remade")
         return 2
@@ -38,14 +41,20 @@ def main(argv: list[str]) -> int:
               "so that the commit the file names is the code and data that made it")
         return 2
     commit, when = git("rev-parse", "HEAD"), int(git("show", "-s", "--format=%ct", "HEAD"))
-    rows = predict.prediction_rows(key)
+    if model == "refit":
+        from inference_wall.parts import refit
+
+        rows = refit.prediction_rows(key)
+    else:
+        rows = predict.prediction_rows(key)
     rows["model_commit"], rows["model_commit_time"] = commit, when
     folder.mkdir(parents=True, exist_ok=True)
     rows.to_csv(out, index=False, float_format="%.6g")
-    line = (f"- `{key}.csv`: frozen {time.strftime('%Y-%m-%d', time.gmtime())} by `scripts/freeze-prediction.py "
-            f"{key}` from the model of commit {commit[:12]} (parts/predict.py over that commit's h200 runs) and the "
-            f"{key} datasheet row; {len(rows)} rows. Never edited: a later model's prediction is shown beside it "
-            "under its own name.\n")
+    source = ("parts/refit.py over that commit's measured GPUs' runs; each row names the run that will measure it"
+              if model == "refit" else "parts/predict.py over that commit's h200 runs")
+    line = (f"- `{out.name}`: frozen {time.strftime('%Y-%m-%d', time.gmtime())} by `scripts/freeze-prediction.py "
+            f"{' '.join(argv)}` from the model of commit {commit[:12]} ({source}) and the {key} datasheet row; "
+            f"{len(rows)} rows. Never edited: a later model's prediction is shown beside it under its own name.\n")
     sources = folder / "SOURCES.md"
     if not sources.exists():
         sources.write_text("# Frozen predictions\n\nEach file was written once, before the GPU it names was measured, "

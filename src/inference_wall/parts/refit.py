@@ -1,29 +1,38 @@
-"""A step model that travels: each component of a measured decode step carried to another GPU by the resource the
-measurements say it uses, fitted on one measured GPU and tested on the others it was not fitted on.
+"""A step model that travels: each part of a measured decode step carried to another GPU by what the measurements
+say it depends on, fitted on one measured GPU and tested on the GPUs it was not fitted on.
 
 The frozen model (parts/predict.py, `data/predictions/`) carries every term from the h200 by one rule chosen in
-advance. This one reads what two measured GPUs say:
+advance. This one ("the refit", after the H100's data) reads what two measured GPUs say:
 
-    component c at batch B on GPU g:  ms_g(c, B)   from part 0's profiler windows on g (kernel time per step of
-                                                   each family; the GPU's idle time is the untraced step at B less
-                                                   the traced kernels), at the traced pure-decode batches
-    ratio(c, B) = ms_other(c, B) / ms_fit(c, B)    two GPUs, the same server, model and batch
-    bandwidth ratio = copy GB/s fit / copy GB/s other   (each rig's own measured copy, rig capture)
-    tensor ratio = dense TFLOP/s fit / other            (datasheets; equal for the H100 SXM and the H200 SXM)
+    kernels_g(c, B)   the GPU time per step of kernel family c at batch B on GPU g: part 0's profiler windows at its
+                      traced pure-decode batches (1, 64, 256: a window that caught a prefill chunk is left out)
+    idle_g(B)         the untraced step less the traced kernels: the time the GPU waits, on launches and on the host
+    ratio(c)          kernels_other(c, B) / kernels_fit(c, B), its geometric mean over the batches both traced
+    bandwidth ratio   each rig's own measured copy GB/s, fit over other; tensor ratio: datasheet dense TFLOP/s
 
-A component is "bandwidth" where its ratios sit nearer the bandwidth ratio than the tensor ratio (compared in
-logs, over the traced batches), else "not bandwidth". With two GPUs of equal TFLOP/s, "not bandwidth" cannot tell
-tensor-bound from host- or launch-bound: such a component is carried unscaled between them, and to a GPU of other
-TFLOP/s (the A10G) by the rule `NOT_BANDWIDTH` states, an assumption, not a measurement.
+A family is "bandwidth" where its ratio sits nearer the bandwidth ratio than the tensor ratio (in logs), else "not
+bandwidth" (`classify`). The H100 SXM and the H200 SXM have equal TFLOP/s: "not bandwidth" cannot tell tensor-bound
+from launch- or host-bound work there, so such a family is carried unscaled (`NOT_BANDWIDTH` names the one exception
+a GPU of other TFLOP/s needs: the matmuls' arithmetic, an assumption the two GPUs cannot test).
 
-    step_target(B) = sum over c of  ms_fit(c, B) x scale(c)      scale = bandwidth ratio (fit/target) or 1
-                                                                  (or the tensor ratio where NOT_BANDWIDTH says)
+The step on a target GPU at batch B, from a fit GPU:
 
-ms_fit(c, B) between traced batches is linear in B; past the largest traced pure-decode batch it continues the last
-segment. A target's bandwidth is its own measured copy where it was measured, else its datasheet figure times the
-mean fraction of their datasheet figures the measured GPUs' copies reached. Nothing here reads a measurement of the
-target when predicting it: `predict_rig` takes the fit rig's runs and the target's datasheet row (and, where the
-target was measured, only its copy bandwidth, a capture made before any pass).
+    K_t(B) = sum over c of kernels_fit(c, B) x (fit copy / target copy if c is bandwidth, else 1)
+    step_t(B) = K_t(B) + wait_t(B)
+    wait_t(B) = max(gaps, idle_fit(B) - (K_t(B) - K_fit(B)))   where the fit GPU waited on its host at B
+                idle_fit(B)                                      elsewhere
+
+`gaps` is the fit GPU's least idle over its traced batches (launch gaps, never shorter on a slower GPU). Where the fit GPU waited on its
+host (its idle over HOST_BOUND of the step), the host's work per step is the fit's whole step: a slower GPU fills
+the wait with kernels, a faster one waits longer. Elsewhere the fit GPU was the limit and the host's work is not
+measured: the idle is carried as it was. A host-bound step on the target that the fit GPU did not show cannot be
+predicted from it: that miss is named, not fitted.
+
+kernels_fit(c, B) and idle_fit(B) between traced batches are linear in B; past the largest traced pure-decode batch
+they continue the last segment. A target's copy bandwidth is its own where it was measured (its rig's capture, made
+before any pass), else its datasheet figure times the mean fraction of their datasheet figures the measured GPUs'
+copies reached. `loo_table` fits on each measured GPU in turn and predicts the others and the published A10G: the
+families' resources are read from both GPUs (said beside the table); every carried millisecond is the fit GPU's.
 """
 from __future__ import annotations
 
@@ -65,13 +74,40 @@ class Fit:
                 out[c] = float(y[-1] + (y[-1] - y[-2]) / (b[-1] - b[-2]) * (batch - b[-1]))
         return out
 
+    def parts(self, batch: float) -> dict[str, float]:
+        """Each kernel family split in two parts, named `PARTS`: its time at batch 1, and what it adds from batch 1 to
+        `batch` (the idle is not split)."""
+        one, here = self.at(1), self.at(batch)
+        out = {}
+        for c in COMPONENTS:
+            if c == "GPU idle":
+                continue
+            out[part_name(c, AT_ONE)] = one[c]
+            out[part_name(c, GROWTH)] = here[c] - one[c]
+        return out
 
-def fit(view: dict, variant: str, datasheet: str | None = None) -> Fit | None:
+
+AT_ONE, GROWTH = "at batch 1", "growth past batch 1"
+
+
+def part_name(component: str, kind: str) -> str:
+    return f"{component}: {kind}"
+
+
+def fit(view: dict, variant: str, datasheet: str | None = None, steps: pd.Series | None = None) -> Fit | None:
     """The Fit of `variant` from one rig's part-0 view (p00.rig_view): its traced batches whose window held no
-    prefill (`mixed` false) and whose untraced step was measured. None where fewer than two such batches exist."""
+    prefill (`mixed` false) and whose untraced step was measured. `steps` ({batch: ms}) replaces the untraced steps
+    where it has the batch (the idle follows): the steps of the same model's server with more API servers, whose
+    front end did not hold it back. None where fewer than two such batches exist."""
     comp = view.get("variant_components", {}).get(variant)
     if comp is None or not len(comp):
         return None
+    comp = comp.copy()
+    if steps is not None:
+        for i, b in comp["batch"].items():
+            if b in steps.index:
+                comp.loc[i, "step_ms"] = float(steps[b])
+                comp.loc[i, "GPU idle"] = float(steps[b]) - float(comp.loc[i, "kernels_ms"])
     pure = comp[~comp["mixed"] & comp["step_ms"].notna()].set_index("batch").sort_index()
     if len(pure) < 2:
         return None
@@ -81,13 +117,18 @@ def fit(view: dict, variant: str, datasheet: str | None = None) -> Fit | None:
 
 
 def ratios(a: Fit, b: Fit, tflops: dict[str, float]) -> pd.DataFrame:
-    """Per component and batch both GPUs traced: b's ms over a's, beside the bandwidth ratio (a's copy over b's)
-    and the tensor ratio (a's TFLOP/s over b's)."""
+    """Per part of a kernel family (Fit.parts) and per batch both GPUs traced past 1: b's ms over a's, beside the
+    bandwidth ratio (a's copy over b's) and the tensor ratio (a's TFLOP/s over b's). A family's time at batch 1 is
+    read at batch 1; its growth at each larger batch both traced."""
     rows = []
-    for batch in sorted(set(a.table.index) & set(b.table.index)):
-        for c in COMPONENTS:
-            x, y = float(a.table.loc[batch, c]), float(b.table.loc[batch, c])
-            rows.append({"component": c, "batch": int(batch), "fit_ms": x, "other_ms": y,
+    shared = sorted(set(a.table.index) & set(b.table.index))
+    for batch in shared:
+        pa, pb = a.parts(batch), b.parts(batch)
+        for name in pa:
+            if (name.endswith(AT_ONE) and batch != shared[0]) or (name.endswith(GROWTH) and batch == shared[0]):
+                continue
+            x, y = pa[name], pb[name]
+            rows.append({"component": name, "batch": int(batch), "fit_ms": x, "other_ms": y,
                          "ratio": y / x if x > 0 and y > 0 else math.nan,
                          "bandwidth_ratio": a.bandwidth_gb_s / b.bandwidth_gb_s,
                          "tensor_ratio": tflops[a.datasheet] / tflops[b.datasheet]})
@@ -116,18 +157,300 @@ def classify(r: pd.DataFrame) -> pd.DataFrame:
 
 def scales(fit_: Fit, resources: dict[str, str], target_bw: float, fit_tflops: float, target_tflops: float
            ) -> dict[str, float]:
-    """Each component's factor from the fit GPU to the target."""
+    """Each part's factor from the fit GPU to the target: the copy-bandwidth ratio for a "bandwidth" part, the tensor
+    ratio for a part NOT_BANDWIDTH sends there (the matmuls' growth), 1 for the rest."""
     out = {}
-    for c in COMPONENTS:
-        res = resources.get(c, "not bandwidth")
+    for name in fit_.parts(1):
+        component = name.rsplit(": ", 1)[0]
+        res = resources.get(name, "not bandwidth")
         if res == "bandwidth":
-            out[c] = fit_.bandwidth_gb_s / target_bw
-        elif NOT_BANDWIDTH.get(c) == "tensor":
-            out[c] = fit_tflops / target_tflops
+            out[name] = fit_.bandwidth_gb_s / target_bw
+        elif NOT_BANDWIDTH.get(component) == "tensor" and name.endswith(GROWTH):
+            out[name] = fit_tflops / target_tflops
         else:
-            out[c] = 1.0
+            out[name] = 1.0
     return out
 
 
-def step(fit_: Fit, scale: dict[str, float], batch: float) -> float:
-    return sum(ms * scale[c] for c, ms in fit_.at(batch).items())
+HOST_BOUND = 0.10  # a fit GPU whose idle is over this share of its step waited on its host at that batch
+
+
+@dataclass(frozen=True)
+class Target:
+    """A GPU to predict: its copy bandwidth (measured, or datasheet x the measured fraction) and dense TFLOP/s."""
+
+    key: str
+    name: str
+    bandwidth_gb_s: float
+    bandwidth_source: str
+    tflops: float
+
+
+def kernels(fit_: Fit, resources: dict[str, str], target: Target, fit_tflops: float, batch: float
+            ) -> dict[str, float]:
+    """Each part of each kernel family in ms on the target at `batch` (the idle excluded)."""
+    sc = scales(fit_, resources, target.bandwidth_gb_s, fit_tflops, target.tflops)
+    return {name: ms * sc[name] for name, ms in fit_.parts(batch).items()}
+
+
+def predicted_step(fit_: Fit, resources: dict[str, str], target: Target, fit_tflops: float, batch: float
+                   ) -> dict[str, float]:
+    """{"kernels", "wait", "step", "host_bound"}: the target's step at `batch` by the module's rule."""
+    at = fit_.at(batch)
+    k_fit = sum(v for c, v in at.items() if c != "GPU idle")
+    k_t = sum(kernels(fit_, resources, target, fit_tflops, batch).values())
+    idle = at["GPU idle"]
+    gaps = float(fit_.table["GPU idle"].clip(lower=0).min())
+    host_bound = idle > HOST_BOUND * (k_fit + idle)
+    wait = max(gaps, idle - (k_t - k_fit)) if host_bound else idle
+    return {"kernels": k_t, "wait": wait, "step": k_t + wait, "host_bound": host_bound}
+
+
+def resources_from(fits: dict[str, Fit], tflops: dict[str, float]) -> tuple[dict[str, str], pd.DataFrame]:
+    """Each family's resource read from the first two measured GPUs' ratios (classify), and the ratios table;
+    with one measured GPU, every family that the frozen model reads as bytes is "bandwidth" (an assumption)."""
+    rigs = list(fits)
+    if len(rigs) < 2:  # the frozen model's rule: the weights at 1 and every growth of bytes read with the bandwidth
+        first = next(iter(fits.values()))
+        assumed = {n: ("bandwidth" if n == part_name("weights (matmul)", AT_ONE) or (
+            n.endswith(GROWTH) and n.split(":")[0] in ("recurrent state (GDN)", "attention")) else "not bandwidth")
+            for n in first.parts(1)}
+        return assumed, pd.DataFrame()
+    r = ratios(fits[rigs[0]], fits[rigs[1]], tflops)
+    cls = classify(r)
+    return dict(zip(cls["component"], cls["resource"])), cls.assign(fit=rigs[0], other=rigs[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Leave one GPU out
+# ---------------------------------------------------------------------------------------------
+
+LOO_BATCHES = (1, 8, 64, 256, 512)  # the decode steps both measured GPUs ran (the chapter's pure-decode points)
+A10G_FIT_BATCHES = (1, 8, 16, 32, 64, 128)  # a line through these stands for the post's step fit (its batches unstated)
+LOO_COLUMNS = ["model", "quantity", "at", "fit", "target", "predicted", "measured", "error_pct", "frozen_error_pct",
+               "carried_by", "unit", "measured_as"]
+
+
+def measured_gpus(data_dir=None, variant: str = "4b") -> dict[str, dict]:
+    """Every rig whose profile names its datasheet row and whose part-0 runs trace `variant` at two or more pure-decode
+    batches: {rig: {"view", "fit", "datasheet"}}."""
+    from ..records.store import rigs_with_data
+    from ..run.rig import load_profile
+    from . import p00
+
+    out = {}
+    for rig in rigs_with_data("00-inside-a-step", data_dir):
+        ds = load_profile(rig, data_dir).datasheet
+        if not ds:
+            continue
+        view = p00.rig_view(rig, p00.page_tables(data_dir, [rig]), None, data_dir)
+        f = fit(view, variant, ds)
+        if f is not None:
+            out[rig] = {"view": view, "fit": f, "datasheet": ds}
+    return out
+
+
+def targets(measured: dict[str, dict], data_dir=None) -> dict[str, Target]:
+    """Each measured GPU at its own copy bandwidth, and every other datasheet GPU at its datasheet figure times the
+    mean fraction of theirs the measured GPUs' copies reached; dense TFLOP/s as predict.gpus gives them."""
+    from . import predict
+
+    gpus_ = predict.gpus(data_dir)
+    fractions = [m["fit"].bandwidth_gb_s / gpus_[m["datasheet"]].bandwidth_gb_s for m in measured.values()]
+    frac = float(np.mean(fractions)) if fractions else math.nan
+    mine = {m["datasheet"]: rig for rig, m in measured.items()}
+    out = {}
+    for key, g in gpus_.items():
+        if key in mine:
+            bw, src = measured[mine[key]]["fit"].bandwidth_gb_s, f"measured on {mine[key]} (its copy)"
+        else:
+            bw, src = g.bandwidth_gb_s * frac, (f"datasheet {g.bandwidth_gb_s:g} GB/s x {frac:.3f}, the measured "
+                                                "GPUs' mean copy fraction")
+        out[key] = Target(key, g.name, bw, src, g.tflops)
+    return out
+
+
+def _carried(parts: dict[str, float]) -> str:
+    from ..words import percent
+
+    total = sum(v for v in parts.values() if v > 0)
+    top = sorted(((k, v) for k, v in parts.items() if v > 0), key=lambda kv: -kv[1])[:2]
+    return "; ".join(f"{k} {percent(v / total, 2)}" for k, v in top) if total > 0 else ""
+
+
+def _parts(f: Fit, res: dict[str, str], t: Target, fit_tf: float, batch: float) -> dict[str, float]:
+    p = predicted_step(f, res, t, fit_tf, batch)
+    return {**kernels(f, res, t, fit_tf, batch), "GPU wait": p["wait"]}
+
+
+def _line(xs, ys) -> tuple[float, float]:
+    slope, intercept = np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1)
+    return float(intercept), float(slope)
+
+
+def loo_table(data_dir=None, variant: str = "4b") -> pd.DataFrame:
+    """Fit on each measured GPU, predict each other measured GPU and the published A10G: one row per quantity,
+    direction and batch, with the signed error and, where the frozen model stated the same quantity, its error."""
+    from . import predict
+    from .validation import table as frozen_table
+
+    measured = measured_gpus(data_dir, variant)
+    if not measured:
+        return pd.DataFrame(columns=LOO_COLUMNS)
+    gpus_ = predict.gpus(data_dir)
+    tf = {k: g.tflops for k, g in gpus_.items()}
+    res, _ = resources_from({r: m["fit"] for r, m in measured.items()}, tf)
+    tg = targets(measured, data_dir)
+    rows = []
+
+    def add(quantity, at, fit_rig, target, predicted, measured_value, unit, carried="", measured_as="", frozen=None):
+        err = 100 * (predicted - measured_value) / measured_value if measured_value else math.nan
+        rows.append({"model": predict.MODEL_LABELS.get(variant, variant), "quantity": quantity, "at": at,
+                     "fit": fit_rig, "target": target, "predicted": predicted, "measured": measured_value,
+                     "error_pct": err, "frozen_error_pct": frozen if frozen is not None else math.nan,
+                     "carried_by": carried, "unit": unit, "measured_as": measured_as})
+
+    curves = {r: m["view"]["curve"][m["view"]["curve"]["variant"] == variant].set_index("batch")["step_ms"]
+              for r, m in measured.items()}
+    frozen_steps = {}
+    for r in measured:
+        v = frozen_table(r, data_dir)
+        if len(v):
+            d = v[(v["model"] == predict.MODEL_LABELS.get(variant, variant)) & (v["quantity"] == "decode step")]
+            frozen_steps[r] = dict(zip(d["batch"].astype(int), d["error_pct"]))
+    h = [r for r in measured if measured[r]["datasheet"] == predict.H200_KEY]
+    if h:  # the frozen model was fitted on the h200: its error there is in sample, stated as such by predict
+        hv = predict.h200_table(predict.step_models(measured[h[0]]["view"], data_dir, gpus_), measured[h[0]]["view"],
+                                gpus_)
+        hv = hv[hv["model"] == predict.MODEL_LABELS.get(variant, variant)]
+        frozen_steps.setdefault(h[0], {}).update(
+            {int(b): e for b, e, s in zip(hv["batch"], hv["error_pct"], hv["in_sample"]) if not s and e == e})
+    a10g_frozen = {}
+    if h:
+        a = predict.page(measured[h[0]]["view"], data_dir)["a10g"]
+        names = {"single stream (ms per token)": "single stream", "step fit: fixed term (ms)": "step fit: fixed term",
+                 "step fit: per sequence (ms)": "step fit: per sequence"}
+        a10g_frozen = {names[q]: e for q, e in zip(a["quantity"], a["error_pct"]) if q in names}
+    for fit_rig, m in measured.items():
+        f, fit_tf = m["fit"], tf[m["datasheet"]]
+        for other, o in measured.items():
+            if other == fit_rig:
+                continue
+            t = tg[o["datasheet"]]
+            for b in LOO_BATCHES:
+                if b not in curves[other].index:
+                    continue
+                p = predicted_step(f, res, t, fit_tf, b)
+                add("decode step", f"batch {b:,}", fit_rig, other, p["step"], float(curves[other][b]), "ms",
+                    _carried(_parts(f, res, t, fit_tf, b)), "engine step counter, pure decode",
+                    frozen_steps.get(other, {}).get(b))
+            if 256 in curves[other].index:
+                p = predicted_step(f, res, t, fit_tf, 256)
+                add("pure-decode ceiling", "batch 256", fit_rig, other, 256 / p["step"] * 1000,
+                    256 / float(curves[other][256]) * 1000, "tok/s", measured_as="256 / the decode step")
+        rows += _a10g_rows(f, res, tg["a10g"], fit_tf, fit_rig, data_dir, variant, a10g_frozen)
+    return pd.DataFrame(rows, columns=LOO_COLUMNS)
+
+
+def _a10g_rows(f: Fit, res: dict[str, str], t: Target, fit_tf: float, fit_rig: str, data_dir, variant: str,
+               frozen: dict[str, float]) -> list[dict]:
+    """The published A10G figures the refit can state from `f` alone: its single stream, the step fit's two terms
+    (a line through the predicted steps at A10G_FIT_BATCHES), each beside the frozen model's error (`frozen`:
+    quantity -> error %, predict.a10g_table's)."""
+    from ..records.reference import load_reference, reference_fact
+    from . import predict
+
+    if variant != "4b":
+        return []
+    ref1 = load_reference(1, data_dir)
+    line = ref1["step_time_fit"].iloc[0]
+    steps = {b: predicted_step(f, res, t, fit_tf, b)["step"] for b in A10G_FIT_BATCHES}
+    a, b = _line(list(steps), list(steps.values()))
+    out = []
+    for quantity, at, pred, pub, unit, parts in (
+            ("single stream", "batch 1", steps[1], reference_fact(ref1, "single_request_ms_per_token"), "ms",
+             _parts(f, res, t, fit_tf, 1)),
+            ("step fit: fixed term", "line over batches 1-128", a, float(line["intercept_ms"]), "ms", None),
+            ("step fit: per sequence", "line over batches 1-128", b, float(line["slope_ms_per_seq"]), "ms", None)):
+        out.append({"model": predict.MODEL_LABELS.get(variant, variant), "quantity": quantity, "at": at,
+                    "fit": fit_rig, "target": "a10g-published", "predicted": pred, "measured": pub,
+                    "error_pct": 100 * (pred - pub) / pub, "frozen_error_pct": frozen.get(quantity, math.nan),
+                    "carried_by": _carried(parts) if parts else "", "unit": unit,
+                    "measured_as": "the post's figure"})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# A prediction to freeze before the target measures it (data/predictions/<gpu>-refit.csv)
+# ---------------------------------------------------------------------------------------------
+
+REFIT_COLUMNS = ["gpu", "model", "quantity", "batch", "cap", "context_tokens", "utilization", "predicted", "unit",
+                 "how", "run"]
+FLOOD_CAPS = (1, 4, 16, 64, 256)
+
+
+def prediction_rows(gpu_key: str, fit_rig: str = "h200", data_dir=None) -> pd.DataFrame:
+    """What the refit says, from `fit_rig`'s runs, about the quantities the GPU `gpu_key` has not measured yet:
+    the 4B's step at 1,024, its single stream and its floods at FLOOD_CAPS; the 0.5B's steps (its own server, and
+    the server with more API servers) and its floods. Each row names the run that will measure it (`run`: part
+    folder / point), so a test can check that the file is older than that run. The resources of the kernel families
+    are read from every measured GPU's 4B traces (resources_from); the floods add each request's prefill at the rate
+    the frozen model uses (predict.StepModel.prefill_ms) and run at min(cap, the frozen model's admission)."""
+    from . import predict
+
+    measured = measured_gpus(data_dir, "4b")
+    if fit_rig not in measured:
+        raise ValueError(f"{fit_rig} has no traced 4B decode steps to fit")
+    gpus_ = predict.gpus(data_dir)
+    tf = {k: g.tflops for k, g in gpus_.items()}
+    res, _ = resources_from({r: m["fit"] for r, m in measured.items()}, tf)
+    t = targets(measured, data_dir)[gpu_key]
+    view = measured[fit_rig]["view"]
+    fit_tf = tf[measured[fit_rig]["datasheet"]]
+    frozen = predict.step_models(view, data_dir, gpus_)
+    w = predict._workload(data_dir)
+    n_in, n_out = w["input_len"], w["output_len"]
+    g = gpus_[gpu_key]
+    ratio = predict.memory_ratio(view, gpus_, data_dir)
+    rows = []
+
+    def add(model, quantity, predicted, unit, how, run, batch=None, cap=None, context=None):
+        rows.append({"gpu": gpu_key, "model": model, "quantity": quantity, "batch": batch, "cap": cap,
+                     "context_tokens": context, "utilization": None, "predicted": float(predicted), "unit": unit,
+                     "how": how, "run": run})
+
+    for variant, prefix, flood_prefix in (("4b", "4b", "mns"), ("0.5b", "0.5b", "small-mns")):
+        label = predict.MODEL_LABELS[variant]
+        f = fit(view, variant, measured[fit_rig]["datasheet"])
+        if f is None:
+            continue
+        ctx = float(view["points"][(view["points"]["variant"] == variant)
+                                   & (view["points"]["kind"] == "decode")]["context"].iloc[0])
+        batches = (1024,) if variant == "4b" else (1, 8, 64, 256, 1024)
+        for b in batches:
+            add(label, "decode step", predicted_step(f, res, t, fit_tf, b)["step"], "ms",
+                f"refit.predicted_step from {fit_rig}", f"00-inside-a-step/{prefix}-decode-b{b:04d}", batch=b,
+                context=ctx)
+        if variant == "0.5b":
+            more, _ = predict.measured_steps(view, variant)
+            f2 = fit(view, variant, measured[fit_rig]["datasheet"], more)
+            api = view["api"]
+            for b in sorted(api[(api["variant"] == variant) & api["step_more_ms"].notna()]["batch"].astype(int)):
+                add(label, "decode step, 2 API servers", predicted_step(f2, res, t, fit_tf, b)["step"], "ms",
+                    f"refit.predicted_step from {fit_rig}'s 2-API-server steps",
+                    f"00-inside-a-step/{prefix}-api2-decode-b{b:04d}", batch=b, context=ctx)
+        if variant == "4b":
+            add(label, "single stream", predicted_step(f, res, t, fit_tf, 1)["step"], "ms per token",
+                f"refit.predicted_step at 1 from {fit_rig}", "01-hit-the-wall/single", batch=1, context=ctx)
+        m = frozen.get(variant)
+        if m is None:
+            continue
+        adm = m.admission(m.usable_gib(g, ratio), w["utilization"], n_in + n_out)
+        for cap in FLOOD_CAPS:
+            b = min(cap, adm) if adm else cap
+            step = predicted_step(f, res, t, fit_tf, b)["step"]
+            tok_s = n_out / (n_out * step / b + m.prefill_ms(g, n_in)) * 1000
+            add(label, "flood output", tok_s, "tok/s", f"{n_out} tokens / ({n_out} refit steps at batch {b} / {b} + "
+                f"the frozen model's prefill of {n_in} tokens)", f"03-batching-cliff/{flood_prefix}-{cap:03d}",
+                batch=b, cap=cap, context=n_in + n_out / 2)
+    return pd.DataFrame(rows, columns=REFIT_COLUMNS)
