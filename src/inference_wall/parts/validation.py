@@ -30,15 +30,36 @@ FROZEN_NAME = "frozen before the first run"
 COLUMNS = ["rig", "gpu", "model", "quantity", "batch", "cap", "predicted", "measured", "error_pct", "unit",
            "measure", "source"]
 VARIANT_MODEL = {"4b": ("4B", "decode step"), "4b-sync": ("4B", "decode step, async scheduling off"),
-                 "0.5b": ("0.5B", "decode step"), "9b-fp16": ("9B fp16", "decode step"),
+                 "0.5b": ("0.5B", "decode step"), "0.5b-api2": ("0.5B", "decode step, 2 API servers"),
+                 "9b-fp16": ("9B fp16", "decode step"),
                  "9b-int4": ("9B int4", "decode step")}
 FLOOD_MODELS = {"main": ("4B", "qwen3.5-4b"), "small": ("0.5B", "qwen2.5-0.5b")}
 
 
-def frozen(gpu_key: str, data_dir=None) -> pd.DataFrame | None:
-    """The frozen prediction for datasheet row `gpu_key` (None where there is none)."""
-    path = Path(data_dir or DATA_DIR) / "predictions" / f"{gpu_key}.csv"
+def frozen(gpu_key: str, data_dir=None, model: str | None = None) -> pd.DataFrame | None:
+    """The frozen prediction for datasheet row `gpu_key` (None where there is none): the model of parts/predict.py,
+    or with `model="refit"` parts/refit.py's (`<gpu>-refit.csv`)."""
+    path = Path(data_dir or DATA_DIR) / "predictions" / (f"{gpu_key}-{model}.csv" if model else f"{gpu_key}.csv")
     return pd.read_csv(path, dtype={"model_commit": str}) if path.exists() else None
+
+
+def _today(gpu_key: str, data_dir=None, model: str | None = None) -> pd.DataFrame:
+    if model == "refit":
+        from . import refit
+
+        return refit.prediction_rows(gpu_key, data_dir=data_dir)
+    from . import predict
+
+    return predict.prediction_rows(gpu_key, data_dir)
+
+
+def _joinable(pred: pd.DataFrame) -> pd.DataFrame:
+    """A prediction's rows keyed as the measurements are: a flood by its cap (its batch is min(cap, admission)), an
+    admission by its utilization, a single stream at batch 1."""
+    pred = pred.assign(batch=pred["batch"].where(pred["quantity"] != "flood output"),
+                       utilization=pred["utilization"].where(pred["quantity"] == "KV admission"))
+    return pd.concat([pred[pred["quantity"] != "single stream"],
+                      pred[pred["quantity"] == "single stream"].assign(batch=1.0)])
 
 
 def _decode_rows(rig: str, data_dir=None) -> list[dict]:
@@ -145,37 +166,32 @@ def _key(frame: pd.DataFrame) -> pd.Series:
         "utilization")
 
 
-def table(rig: str, data_dir=None, today: bool = False) -> pd.DataFrame:
-    """The frozen prediction of `rig`'s GPU beside what the rig measured: one row per quantity measured, with the
-    signed error. Empty where the rig names no datasheet row, its row has no frozen prediction, or nothing of it
-    is measured yet. `today`: also what the model says now (`today`, `today_error_pct`), a later model than the
-    frozen one wherever the two differ: shown beside the frozen prediction under its own name, never in its place."""
+def table(rig: str, data_dir=None, today: bool = False, model: str | None = None) -> pd.DataFrame:
+    """A frozen prediction of `rig`'s GPU (`model`: None for parts/predict.py's, "refit") beside what the rig
+    measured: one row per quantity measured, with the signed error. Empty where the rig names no datasheet row, its
+    row has no such frozen prediction, or nothing of it is measured yet. `today`: also what the model says now
+    (`today`, `today_error_pct`), a later model than the frozen one wherever the two differ: shown beside the frozen
+    prediction under its own name, never in its place."""
     from ..run.rig import load_profile
 
     key = load_profile(rig, data_dir).datasheet
-    pred = frozen(key, data_dir) if key else None
+    pred = frozen(key, data_dir, model) if key else None
     if pred is None:
         return pd.DataFrame(columns=COLUMNS)
+    if "utilization" not in pred:
+        pred = pred.assign(utilization=math.nan)
     meas = measured_rows(rig, pred, data_dir)
     if not len(meas):
         return pd.DataFrame(columns=COLUMNS)
-    # the frozen decode ceiling names its batch; a flood's batch is min(cap, admission): join floods on the cap
-    pred = pred.assign(batch=pred["batch"].where(pred["quantity"] != "flood output"),
-                       utilization=pred["utilization"].where(pred["quantity"] == "KV admission"))
-    pred = pred[pred["quantity"] != "single stream"].pipe(lambda p: pd.concat(
-        [p, pred[pred["quantity"] == "single stream"].assign(batch=1.0)]))
+    pred = _joinable(pred)
     meas = meas.assign(utilization=meas["utilization"].where(meas["quantity"] == "KV admission"))
     joined = meas.assign(k=_key(meas)).merge(pred.assign(k=_key(pred))[["k", "predicted", "unit", "gpu"]], on="k")
+    if not len(joined):
+        return pd.DataFrame(columns=COLUMNS)
     joined["error_pct"] = 100 * (joined["predicted"] - joined["measured"]) / joined["measured"]
     joined["rig"] = rig
     if today:
-        from . import predict
-
-        now = predict.prediction_rows(key, data_dir)
-        now = now.assign(batch=now["batch"].where(now["quantity"] != "flood output"),
-                         utilization=now["utilization"].where(now["quantity"] == "KV admission"))
-        now = now[now["quantity"] != "single stream"].pipe(lambda p: pd.concat(
-            [p, now[now["quantity"] == "single stream"].assign(batch=1.0)]))
+        now = _joinable(_today(key, data_dir, model))
         joined = joined.merge(now.assign(k=_key(now))[["k", "predicted"]].rename(columns={"predicted": "today"}),
                               on="k", how="left")
         joined["today_error_pct"] = 100 * (joined["today"] - joined["measured"]) / joined["measured"]
@@ -256,13 +272,14 @@ def sentences(val: pd.DataFrame, frozen_rows: pd.DataFrame | None = None) -> lis
     return out
 
 
-def section(rig: str, data_dir=None) -> dict | None:
-    """What the chapter shows of `rig`'s frozen prediction: its sentences and its table as read (None where the rig
-    has no frozen prediction or has measured none of it yet)."""
+def section(rig: str, data_dir=None, model: str | None = None) -> dict | None:
+    """What the chapter shows of one of `rig`'s frozen predictions: its sentences and its table as read (None where
+    the rig has no such frozen prediction or has measured none of it yet)."""
     from ..run.rig import load_profile
 
-    val = table(rig, data_dir, today=True)
+    val = table(rig, data_dir, today=True, model=model)
     if not len(val):
         return None
     key = load_profile(rig, data_dir).datasheet
-    return {"table": val, "shown": shown(val), "sentences": sentences(val, frozen(key, data_dir)), "gpu": key}
+    return {"table": val, "shown": shown(val), "sentences": sentences(val, frozen(key, data_dir, model)), "gpu": key,
+            "file": f"data/predictions/{key}{'-' + model if model else ''}.csv"}
