@@ -7,46 +7,38 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "inference_wall"
+import test_layout as layout
+
+PACKAGE = layout.SRC
 
 
 def module_name(path: Path) -> str:
-    rel = path.relative_to(PACKAGE.parent).with_suffix("")
-    parts = list(rel.parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+    """The dotted name of a source file of the package (inference_wall.parts.p06.view)."""
+    name, _ = layout.module_name(path)
+    return f"inference_wall.{name}" if name else "inference_wall"
 
 
 def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if "__pycache__" not in p.parts}
 
 
-def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package's modules that `name` imports, anywhere in its file (`from . import x` names module x)."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name in known}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            for alias in node.names:
-                if f"{target}.{alias.name}" in known:
-                    found.add(f"{target}.{alias.name}")
-                elif target in known:
-                    found.add(target)
-    return found - {name}
+def _from_target(node: ast.ImportFrom, package: str) -> str:
+    """The module a `from ... import` names, its relative dots resolved from `package`."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(name: str, path: Path) -> set[str]:
+    """The package's modules that `name` imports, anywhere in its file (tests/test_layout.py's reading of imports:
+    `from . import x` names module x)."""
+    return {f"inference_wall.{t}" if t else "inference_wall" for _, t in layout.imports_of(path)} - {name}
 
 
 def graph() -> dict[str, set[str]]:
-    mods = modules()
-    return {name: imports_of(name, path, set(mods)) for name, path in mods.items()}
+    return {name: imports_of(name, path) for name, path in modules().items()}
 
 
 def circles(nodes: set[str], edges: dict[str, set[str]]) -> list[list[str]]:
@@ -146,12 +138,7 @@ def crossings(text: str, name: str, package: bool = False) -> list[str]:
     out = []
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = _from_target(node, package)
             for alias in node.names:
                 full = f"{target}.{alias.name}"
                 other = _part_of(full) if _part_of(target) is None else _part_of(target)
@@ -199,5 +186,5 @@ def test_the_glance_page_is_one_loop_over_the_parts_pages():
     path = PACKAGE / "pages" / "glance.py"
     text = path.read_text()
     assert "rig_view" not in text
-    imported = imports_of(module_name(path), path, set(modules()))
+    imported = imports_of(module_name(path), path)
     assert not {m for m in imported if _part_of(m)}, sorted(m for m in imported if _part_of(m))

@@ -1,6 +1,6 @@
 """The package's layout shows its architecture (issue 25): a few folders by layer, and imports that point down.
 
-From the bottom: the names every layer shares (errors, schema, the package's own __init__), what stores and parses
+From the bottom: the names every layer shares (errors, schema, words, the package's own __init__), what stores and parses
 records (records/), analysis and judgement over records (measure/), the model's shape and memory (model/), what runs
 vLLM and the client (run/), the parts (parts/), what the pages show above the parts (pages/, and the charts in
 figures/), and the command line (cli, __main__). A module imports only its own layer or lower ones; every import
@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "inference_wall"
 
 # rank: a module may import from its own rank or a lower one
 LAYERS = {
-    "": 0, "errors": 0, "schema": 0,  # "": the package's __init__ (__version__)
+    "": 0, "errors": 0, "schema": 0, "words": 0,  # "": the package's __init__ (__version__); words: a reader's numbers
     "records": 1,
     "measure": 2,
     "model": 3,
@@ -26,7 +26,7 @@ LAYERS = {
     "pages": 6, "figures": 6,
     "cli": 7, "__main__": 7,
 }
-TOP_MODULES = {"__init__.py", "__main__.py", "cli.py", "errors.py", "schema.py"}
+TOP_MODULES = {"__init__.py", "__main__.py", "cli.py", "errors.py", "schema.py", "words.py"}
 TOP_FOLDERS = {"records", "measure", "model", "run", "parts", "pages", "figures"}
 
 

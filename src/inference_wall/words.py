@@ -58,9 +58,9 @@ def _places(x: float, digits: int) -> int:
     return places if rounded == 0 else digits - 1 - int(math.floor(math.log10(abs(rounded))))
 
 
-def sig(x, digits: int = 3, *, whole: bool = False) -> str:
-    """`x` at most `digits` significant figures, thousands separated, never scientific notation (8,197.5 -> 8,200;
-    1.4757 -> 1.48; 0 -> 0). `whole`: a whole value (a count, a pool's pages) exactly (1,234 stays 1,234)."""
+def _figures(x, digits: int, whole: bool, every_whole_digit: bool) -> str:
+    """sig's and number's rule: `digits` significant figures (every whole digit kept where `every_whole_digit`), a
+    whole value exactly where `whole`, thousands separated, never scientific notation."""
     special = _special(x)
     if special is not None:
         return special
@@ -70,23 +70,22 @@ def sig(x, digits: int = 3, *, whole: bool = False) -> str:
     if x == 0:
         return "0"
     places = _places(x, digits)
+    if every_whole_digit:
+        places = max(0, places)
     return f"{round(x, places):,.{max(0, places)}f}"
+
+
+def sig(x, digits: int = 3, *, whole: bool = False) -> str:
+    """`x` at most `digits` significant figures, thousands separated, never scientific notation (8,197.5 -> 8,200;
+    1.4757 -> 1.48; 0 -> 0). `whole`: a whole value (a count, a pool's pages) exactly (1,234 stays 1,234)."""
+    return _figures(x, digits, whole, every_whole_digit=False)
 
 
 def number(x, digits: int = 3, *, whole: bool = False) -> str:
     """`x` for a sentence: `digits` significant figures below 10**digits, every whole digit above it (8,725.4 ->
     8,725; 56.84 -> 56.8; 0.03921 -> 0.0392), thousands separated, never scientific notation. `whole`: a whole value
     exactly (5 stays 5, not 5.00)."""
-    special = _special(x)
-    if special is not None:
-        return special
-    x = float(x)
-    if whole and x.is_integer():
-        return f"{int(x):,}"
-    if x == 0:
-        return "0"
-    places = max(0, _places(x, digits))
-    return f"{round(x, places):,.{places}f}"
+    return _figures(x, digits, whole, every_whole_digit=True)
 
 
 def fixed(x, decimals: int) -> str:
