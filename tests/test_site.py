@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import functools
 import http.server
+import re
 import threading
 import urllib.request
 from dataclasses import dataclass, field
@@ -220,12 +221,20 @@ def test_a_page_at_1366_px(page, base_url, doc):
 
 @pytest.mark.parametrize("doc", DOCS)
 def test_a_page_at_390_px(page, base_url, doc):
-    """Every chart fits its column on a phone; a part's findings box ends before its first figure, and its "in full"
-    switch opens the rest."""
+    """Every chart fits its column on a phone and nothing pans sideways; a part's findings box ends before its first
+    figure, and its "in full" switch opens the rest."""
     visit_at(page, base_url, doc, "phone")
     check_charts_fit_their_column(page)
+    check_no_sideways_pan(page)
     if doc in PART_DOCS:
         check_findings_above_the_figure_at_390(page, doc)
+
+
+def check_no_sideways_pan(page) -> None:
+    """The page is no wider than the screen: a reader never pans sideways (a wide table or chart scrolls inside
+    its own box)."""
+    width = page.evaluate("() => [document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]")
+    assert width[0] <= width[1], f"the page is {width[0]} px wide on a {width[1]} px screen"
 
 
 def _visible(page, selector: str) -> list:
@@ -322,7 +331,6 @@ def test_hover_shows_tooltip(page, base_url, doc):
 
 # ------------------------------------------------------------------------- what a reader reads (no browser)
 import json  # noqa: E402
-import re  # noqa: E402
 
 from bs4 import BeautifulSoup  # noqa: E402
 
