@@ -4,8 +4,9 @@
 //    Altair chart's inline script calls): a chart is drawn as written; if it is wider than its column, it is
 //    drawn again with its side-by-side panels wrapped into rows (a facet's columns, an hconcat as a concat),
 //    then with its legends stacked, then with narrower panels; a chart still too wide is scaled down by CSS
-//    (inference-wall.css). Each chart's div gets data-iw-fit ("as-is", "fitted" or "scaled") when done, and is
-//    fitted again from its original spec when its column's width changes (a phone turned, a window resized).
+//    (inference-wall.css). Each chart's div gets data-iw-fit ("as-is", "fitted" or "scaled") when done, its Vega
+//    view as the property iwView (what the site's tests read a chart's scales and signals from), and is fitted
+//    again from its original spec when its column's width changes (a phone turned, a window resized).
 // 2. The sidebar toggles. pydata-sphinx-theme and sphinx-book-theme bind their sidebar handlers to the first
 //    .primary-toggle / .secondary-toggle in the page, which in this build sits in the hidden header bar; the
 //    visible buttons in the article header then do nothing. Each other toggle forwards its click to the bound one.
@@ -114,6 +115,7 @@
       if (current && current.finalize) current.finalize();
       return embed(el, s, opt).then(function (res) {
         current = res;
+        el.iwView = res.view;
         var w = drawnWidth(el);
         el.dataset.iwTrail = (el.dataset.iwTrail ? el.dataset.iwTrail + " " : "") + Math.round(w);
         return w;

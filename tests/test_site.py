@@ -217,6 +217,8 @@ def test_a_page_at_1366_px(page, base_url, doc):
     if doc in PART_DOCS:
         check_part_tables_have_rows(page)
         check_first_screen_at_1366(page, doc)
+    for check in PAGE_CHECKS.get(doc, ()):
+        check(page)
 
 
 @pytest.mark.parametrize("doc", DOCS)
@@ -517,3 +519,31 @@ def test_part_page_links_its_tables_as_csv_and_keys_its_rigs(site, doc):
             header = next(csv.reader(handle), [])
         assert header and all(name.strip() for name in header), f"{doc}: {href} has no header row"
     assert "Rig key" in soup.get_text(" "), f"{doc}: no rig key"
+
+
+# ------------------------------------------------------------------------- checks of one page's charts
+def _view_eval(page, index: int, body: str, arg=None):
+    """Run `body` (a JS function of the chart's Vega view and `arg`) on chart `index` of the page."""
+    return page.evaluate(f"""([sel, i, arg]) => {{ const view = document.querySelectorAll(sel)[i].iwView;
+                                                   return ({body})(view, arg); }}""", [CHART, index, arg])
+
+
+def check_part3_headline_shows_the_a10g_cliff(page) -> None:
+    """Part 3's headline chart (its first) draws the published A10G's climb, from its least throughput to its most,
+    over at least a quarter of the chart's height: on a linear axis to the fastest rig's throughput it was a flat line
+    at the bottom."""
+    from inference_wall.schema import PUBLISHED_RIG
+
+    with (SITE / "_static" / "tables" / "part3-sweep.csv").open(newline="", encoding="utf-8") as handle:
+        tok = [float(r["output_tok_s"]) for r in csv.DictReader(handle) if r["rig"] == PUBLISHED_RIG and r["output_tok_s"]]
+    assert len(tok) >= 2, "no published A10G sweep on part 3"
+    share = _view_eval(page, 0, """(view, v) => { const y = view.scale('y'), r = y.range();
+                                             return Math.abs(y(v[1]) - y(v[0])) / Math.abs(r[0] - r[1]); }""",
+                       [min(tok), max(tok)])
+    assert share >= 0.25, f"the A10G's climb spans {share:.0%} of the chart's height"
+
+
+# Checks of one page's own charts, run on the page's visit at 1366 px (test_a_page_at_1366_px).
+PAGE_CHECKS: dict[str, tuple] = {
+    "notebooks/03-batching-cliff": (check_part3_headline_shows_the_a10g_cliff,),
+}
