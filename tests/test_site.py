@@ -543,7 +543,20 @@ def check_part3_headline_shows_the_a10g_cliff(page) -> None:
     assert share >= 0.25, f"the A10G's climb spans {share:.0%} of the chart's height"
 
 
+def check_primer_prefill_is_drawn_in_proportion(page) -> None:
+    """The primer's prefill chart (its first) draws the prompt lengths in proportion from zero, as its caption
+    reads them ("so many times the time for so many times the tokens"): each point's distance from the axis's zero
+    is its length times one factor (a log axis drew each doubling of the prompt the same width apart)."""
+    points = page.evaluate("""(sel) => Array.from(document.querySelectorAll(sel)[0].querySelectorAll(
+        'svg .mark-symbol.role-mark > path')).map(el => el.__data__).filter(i => i && i.datum && i.datum.prompt_len)
+        .map(i => [i.datum.prompt_len, i.x])""", CHART)
+    assert len(points) >= 2, "no points on the primer's prefill chart"
+    factors = [x / n for n, x in points]
+    assert max(factors) == pytest.approx(min(factors), rel=0.02), points
+
+
 # Checks of one page's own charts, run on the page's visit at 1366 px (test_a_page_at_1366_px).
 PAGE_CHECKS: dict[str, tuple] = {
+    "book/primer": (check_primer_prefill_is_drawn_in_proportion,),
     "notebooks/03-batching-cliff": (check_part3_headline_shows_the_a10g_cliff,),
 }
