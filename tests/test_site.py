@@ -528,6 +528,39 @@ def _view_eval(page, index: int, body: str, arg=None):
                                                    return ({body})(view, arg); }}""", [CHART, index, arg])
 
 
+# The values of each chart's colour scales (by name, as Vega-Lite names them; a continuous scale is left out) with
+# their colours, and every text the chart draws (legends, axes, headers, titles), whitespace removed.
+COLOURS = """(sel) => Array.from(document.querySelectorAll(sel)).map(d => {
+    const scales = {};
+    for (const name of ['color', 'fill', 'stroke']) {
+        let s = null;
+        try { s = d.iwView.scale(name); } catch (e) { continue; }
+        if (s && ['ordinal', 'band', 'point'].includes(s.type))
+            scales[name] = s.domain().map(v => [String(v), String(s(v)).toLowerCase()]);
+    }
+    const texts = Array.from(d.querySelectorAll('svg text')).map(t => t.textContent.replace(/\\s+/g, ''));
+    return {scales, texts};
+})"""
+
+
+def chart_colours(page) -> list[dict]:
+    return page.evaluate(COLOURS, CHART)
+
+
+def check_one_colour_per_meaning(page) -> None:
+    """Across the page's charts a thing has one colour, and a colour means one thing (part 2: each configuration in
+    the same colour in every figure, and no configuration's colour reused for a kernel family or a step's kind)."""
+    colours_of, meanings_of = {}, {}
+    for chart in chart_colours(page):
+        for pairs in chart["scales"].values():
+            for value, colour in pairs:
+                colours_of.setdefault(value, set()).add(colour)
+                meanings_of.setdefault(colour, set()).add(value)
+    assert colours_of, "no chart on the page has a colour scale"
+    assert {v: c for v, c in colours_of.items() if len(c) > 1} == {}, "a thing drawn in two colours"
+    assert {c: v for c, v in meanings_of.items() if len(v) > 1} == {}, "a colour that means two things"
+
+
 def check_part3_headline_shows_the_a10g_cliff(page) -> None:
     """Part 3's headline chart (its first) draws the published A10G's climb, from its least throughput to its most,
     over at least a quarter of the chart's height: on a linear axis to the fastest rig's throughput it was a flat line
@@ -558,5 +591,6 @@ def check_primer_prefill_is_drawn_in_proportion(page) -> None:
 # Checks of one page's own charts, run on the page's visit at 1366 px (test_a_page_at_1366_px).
 PAGE_CHECKS: dict[str, tuple] = {
     "book/primer": (check_primer_prefill_is_drawn_in_proportion,),
+    "notebooks/02-prefill-freeze": (check_one_colour_per_meaning,),
     "notebooks/03-batching-cliff": (check_part3_headline_shows_the_a10g_cliff,),
 }
