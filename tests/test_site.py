@@ -213,6 +213,7 @@ def test_a_page_at_1366_px(page, base_url, doc):
     check_loaded_cleanly_and_offline(page, seen, base_url)
     check_every_chart_draws_marks(page, doc)
     check_charts_fit_their_column(page)
+    check_every_colour_is_named(page)
     check_figure_downloads_resolve(page, base_url, doc)
     if doc in PART_DOCS:
         check_part_tables_have_rows(page)
@@ -545,6 +546,18 @@ COLOURS = """(sel) => Array.from(document.querySelectorAll(sel)).map(d => {
 
 def chart_colours(page) -> list[dict]:
     return page.evaluate(COLOURS, CHART)
+
+
+def check_every_colour_is_named(page) -> None:
+    """A chart that colours two or more things names each of them on the chart (a legend, or the header or axis
+    label it colours): part 4's first chart drew three coloured lines and no legend."""
+    unnamed = []
+    for i, chart in enumerate(chart_colours(page)):
+        texts = set(chart["texts"])
+        for name, pairs in chart["scales"].items():
+            if len(pairs) > 1:
+                unnamed += [(i, name, value) for value, _ in pairs if re.sub(r"\s+", "", value) not in texts]
+    assert unnamed == [], f"colours a chart does not name (index, scale, value): {unnamed}"
 
 
 def check_one_colour_per_meaning(page) -> None:
