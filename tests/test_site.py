@@ -589,6 +589,46 @@ def check_part3_headline_shows_the_a10g_cliff(page) -> None:
     assert share >= 0.25, f"the A10G's climb spans {share:.0%} of the chart's height"
 
 
+# The bars and rules of a chart: each mark item's datum's variant (and rig) with its drawn x, width and x2, and the
+# cost a bar draws.
+BAR_ENDS = """(d) => {
+    const out = {};
+    for (const el of d.querySelectorAll('svg .mark-rect.role-mark > path, svg .mark-rule.role-mark > line')) {
+        const item = el.__data__;
+        if (!item || !item.datum || item.datum.variant === undefined) continue;
+        const key = item.datum.rig + ' / ' + item.datum.variant;
+        out[key] = out[key] || {};
+        if (el.tagName.toLowerCase() === 'path') { out[key].end = item.x + item.width; out[key].cost = item.datum.usd_per_million; }
+        else out[key].rule = [item.x, item.x2];
+    }
+    return out;
+}"""
+
+
+def check_part5_cost_range_follows_the_slider(page) -> None:
+    """Part 5's cost chart: moving the price slider changes each variant's cost, and its range (the listing's tiers)
+    follows: it stays where it was against the bar (each panel's axis fits its longest bar, so a bar's end in pixels
+    need not move)."""
+    charts = page.locator(CHART)
+    index = page.evaluate("""(sel) => Array.from(document.querySelectorAll(sel)).findIndex(d => {
+        try { d.iwView.signal('price'); return true; } catch (e) { return false; } })""", CHART)
+    assert index >= 0, "no chart on part 5 has a price slider"
+    chart = charts.nth(index)
+    before = chart.evaluate(BAR_ENDS)
+    price = _view_eval(page, index, "(view) => view.signal('price')")
+    slider = chart.locator("input[type=range]")
+    slider.evaluate("(el, v) => { el.value = v; el.dispatchEvent(new Event('input', {bubbles: true})); }", str(price * 2))
+    _view_eval(page, index, "(view) => view.runAsync().then(() => view.signal('price'))")
+    after = chart.evaluate(BAR_ENDS)
+    ranged = {k: v for k, v in before.items() if "rule" in v and "end" in v}
+    assert ranged, "no variant has a listed range"
+    for key, b in ranged.items():
+        a = after[key]
+        assert a["cost"] == pytest.approx(2 * b["cost"], rel=1e-6), f"{key}: the bar's cost did not follow the price"
+        assert [x / a["end"] for x in a["rule"]] == pytest.approx([x / b["end"] for x in b["rule"]], rel=0.02), \
+            f"{key}: the range did not follow the bar (before {b}, after {a})"
+
+
 def check_primer_prefill_is_drawn_in_proportion(page) -> None:
     """The primer's prefill chart (its first) draws the prompt lengths in proportion from zero, as its caption
     reads them ("so many times the time for so many times the tokens"): each point's distance from the axis's zero
@@ -606,4 +646,5 @@ PAGE_CHECKS: dict[str, tuple] = {
     "book/primer": (check_primer_prefill_is_drawn_in_proportion,),
     "notebooks/02-prefill-freeze": (check_one_colour_per_meaning,),
     "notebooks/03-batching-cliff": (check_part3_headline_shows_the_a10g_cliff,),
+    "notebooks/05-four-bits": (check_part5_cost_range_follows_the_slider,),
 }
