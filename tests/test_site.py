@@ -83,10 +83,11 @@ def base_url(site: Path):
 
 @dataclass
 class Visit:
-    """What one page load did: every request URL, console errors, page errors, failed responses."""
+    """What one page load did: every request URL, console errors and warnings, page errors, failed responses."""
 
     requests: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
+    console_warnings: list[str] = field(default_factory=list)
     page_errors: list[str] = field(default_factory=list)
     bad_responses: list[str] = field(default_factory=list)
 
@@ -100,7 +101,8 @@ def visit(page, base_url: str, doc: str) -> Visit:
     """Open a page, record its traffic and errors, and wait until every chart has rendered."""
     seen = Visit()
     page.context.on("request", lambda r: seen.requests.append(r.url))
-    page.on("console", lambda m: seen.console_errors.append(m.text) if m.type == "error" else None)
+    page.on("console", lambda m: seen.console_errors.append(m.text) if m.type == "error" else
+            seen.console_warnings.append(m.text) if m.type == "warning" else None)
     page.on("pageerror", lambda e: seen.page_errors.append(str(e)))
     page.on("response", lambda r: seen.bad_responses.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     page.goto(urljoin(base_url, f"{doc}.html"), wait_until="load")
@@ -130,6 +132,13 @@ def check_loaded_cleanly_and_offline(page, seen: Visit, base_url: str) -> None:
     assert seen.bad_responses == []
     assert seen.off_machine(base_url) == [], "requests left the machine"
     assert seen.requests, "recorded no requests at all: the listener is broken"
+
+
+def check_console_has_no_warnings(seen: Visit) -> None:
+    """Nothing warns in the console: Vega's warnings ("Infinite extent for field ...", scales that union domains of
+    different sources) each mean a chart drew something other than what its spec says, or nothing."""
+    warnings = sorted(set(seen.console_warnings))
+    assert warnings == [], f"{len(seen.console_warnings)} console warnings: {warnings[:5]}"
 
 
 def check_every_chart_draws_marks(page, doc: str) -> None:
@@ -207,12 +216,16 @@ def check_charts_fit_their_column(page) -> None:
 
 @pytest.mark.parametrize("doc", DOCS)
 def test_a_page_at_1366_px(page, base_url, doc):
-    """Loads cleanly and offline; every chart draws marks and fits its column; a part's tables have rows; every
-    figure download resolves; a part's title, findings box and first figure start on the first screen (issue 24)."""
+    """Loads cleanly and offline, with no warning in the console; every chart draws marks and fits its column, its
+    tooltips read as labels and it names what it colours; a part's tables have rows; every figure download resolves;
+    a part's title, findings box and first figure start on the first screen (issue 24); the page's own checks
+    (PAGE_CHECKS) hold."""
     seen = visit_at(page, base_url, doc, "desktop")
     check_loaded_cleanly_and_offline(page, seen, base_url)
+    check_console_has_no_warnings(seen)
     check_every_chart_draws_marks(page, doc)
     check_charts_fit_their_column(page)
+    check_tooltips_read_as_labels(page)
     check_every_colour_is_named(page)
     check_figure_downloads_resolve(page, base_url, doc)
     if doc in PART_DOCS:
@@ -224,13 +237,44 @@ def test_a_page_at_1366_px(page, base_url, doc):
 
 @pytest.mark.parametrize("doc", DOCS)
 def test_a_page_at_390_px(page, base_url, doc):
-    """Every chart fits its column on a phone and nothing pans sideways; a part's findings box ends before its first
+    """On a phone: every chart fits its column at its written size (no chart text under 9 px, none taller than
+    1.5 screens), nothing pans sideways, nothing warns in the console; a part's findings box ends before its first
     figure, and its "in full" switch opens the rest."""
-    visit_at(page, base_url, doc, "phone")
+    seen = visit_at(page, base_url, doc, "phone")
+    check_console_has_no_warnings(seen)
     check_charts_fit_their_column(page)
+    check_chart_text_is_readable(page)
     check_no_sideways_pan(page)
     if doc in PART_DOCS:
         check_findings_above_the_figure_at_390(page, doc)
+
+
+MIN_TEXT_PX = 9  # the smallest chart text a phone may draw (a chart scaled down to fit draws its text smaller)
+MAX_CHART_SCREENS = 1.5  # the tallest a chart may be on a phone, in screens
+
+CHART_TEXT = """(sel) => Array.from(document.querySelectorAll(sel)).map(d => {
+    // each drawn text's size on the screen: its font size times the scale its SVG is drawn at (CSS included)
+    let least = null;
+    for (const t of d.querySelectorAll('svg text')) {
+        if (!t.textContent.trim() || !t.getClientRects().length) continue;
+        const m = t.getScreenCTM();
+        const px = parseFloat(getComputedStyle(t).fontSize) * Math.sqrt(Math.abs(m.a * m.d - m.b * m.c));
+        if (least === null || px < least.px) least = {px: Math.round(px * 10) / 10, text: t.textContent.slice(0, 40)};
+    }
+    const g = d.querySelector('svg.marks, svg');
+    return {least, height: g ? Math.round(g.getBoundingClientRect().height) : 0, fit: d.dataset.iwFit};
+})"""
+
+
+def check_chart_text_is_readable(page) -> None:
+    """No chart's text is drawn under MIN_TEXT_PX (a chart too wide for the column is scaled down, text and all),
+    and no chart is taller than MAX_CHART_SCREENS screens (a facet wrapped into one column of tall panels)."""
+    charts = page.evaluate(CHART_TEXT, CHART)
+    small = [(i, c["least"], c["fit"]) for i, c in enumerate(charts) if c["least"] and c["least"]["px"] < MIN_TEXT_PX]
+    assert small == [], f"chart text under {MIN_TEXT_PX} px (index, smallest text, fit): {small}"
+    screen = page.viewport_size["height"]
+    tall = [(i, c["height"]) for i, c in enumerate(charts) if c["height"] > MAX_CHART_SCREENS * screen]
+    assert tall == [], f"charts taller than {MAX_CHART_SCREENS} screens of {screen} px (index, px): {tall}"
 
 
 def check_no_sideways_pan(page) -> None:
@@ -238,6 +282,58 @@ def check_no_sideways_pan(page) -> None:
     its own box)."""
     width = page.evaluate("() => [document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]")
     assert width[0] <= width[1], f"the page is {width[0]} px wide on a {width[1]} px screen"
+
+
+# Every tooltip of every drawn mark (Vega's SVG renderer keeps each element's scenegraph item as __data__): its
+# entries as {title: text}, and the names of the fields of its data row.
+TOOLTIPS = """(sel) => Array.from(document.querySelectorAll(sel)).map(d => {
+    const seen = new Set(), out = [];
+    for (const el of d.querySelectorAll('svg .role-mark > *')) {
+        const item = el.__data__;
+        if (!item || item.tooltip === undefined || item.tooltip === null) continue;
+        const tip = typeof item.tooltip === 'object' ? item.tooltip : {'': item.tooltip};
+        const entries = Object.entries(tip).map(([k, v]) => [k, String(v)]);
+        const key = JSON.stringify(entries);
+        if (seen.has(key)) continue;
+        seen.add(key);
+        out.push({entries, fields: Object.keys(item.datum || {})});
+    }
+    return out;
+})"""
+FIELD_NAME = re.compile(r"^[a-z0-9]+(_[a-z0-9]+)+$")
+DECIMAL = re.compile(r"(?<![\w.-])\d[\d,]*\.\d+")  # a number standing alone, not inside a name (rate-x1.100)
+NOT_A_VALUE = re.compile(r"^(NaN|null|undefined|None|nan|-?Infinity)$")
+
+
+def tooltip_problems(entries: list[list[str]], fields: list[str]) -> list[str]:
+    """What a reader should not see in a tooltip: a title that is a field's name (``output_tok_s``, ``rig``), a
+    number with more than 3 significant digits after its decimal point (a float as stored), a missing value's
+    code word."""
+    problems = []
+    for title, value in entries:
+        if title in fields or FIELD_NAME.match(title):
+            problems.append(f"title {title!r} is a field's name")
+        if NOT_A_VALUE.match(value.strip()):
+            problems.append(f"{title}: {value!r}")
+        for number in DECIMAL.findall(value):
+            digits = number.replace(",", "").replace(".", "").lstrip("0")
+            if len(digits) > 3:
+                problems.append(f"{title}: {value!r} has {len(digits)} significant digits")
+    return problems
+
+
+def check_tooltips_read_as_labels(page) -> None:
+    charts = page.evaluate(TOOLTIPS, CHART)
+    problems = sorted({f"chart {i}: {p}" for i, tips in enumerate(charts) for tip in tips
+                       for p in tooltip_problems(tip["entries"], tip["fields"])})
+    assert problems == [], f"{len(problems)} tooltip problems: " + "\n".join(problems[:20])
+
+
+def test_tooltip_guard_catches_field_names_and_long_floats():
+    found = tooltip_problems([["output_tok_s", "8734.123456"], ["rig", "h200"], ["Cap", "NaN"],
+                              ["Output (tok/s)", "8,730"], ["Share", "0.0123"], ["ms", "12.3"]],
+                             ["output_tok_s", "rig", "max_num_seqs"])
+    assert len(found) == 4, found
 
 
 def _visible(page, selector: str) -> list:
