@@ -43,6 +43,17 @@ def test_a_text_column_is_a_nominal_tooltip():
     assert tooltips(["config"])[0].to_dict()["type"] == "nominal"  # by name where no frame is given
 
 
+def test_a_tooltip_shows_three_significant_digits_and_counts_whole():
+    """A measured number shows 3 significant digits (not 1,087.442 nor 11 digits); a count or a length stays whole
+    (a prompt of 32,768 tokens is not 32,800)."""
+    from inference_wall.figures import COUNT, NUMBER, tooltips
+
+    frame = pd.DataFrame({"prompt_len": [32768], "freeze_ms": [1087.4421]})
+    formats = {t.to_dict()["field"]: t.to_dict()["format"] for t in tooltips(["prompt_len", "freeze_ms"], data=frame)}
+    assert formats == {"prompt_len": COUNT, "freeze_ms": NUMBER}
+    assert [t.to_dict()["title"] for t in tooltips(["prompt_len", "freeze_ms"], data=frame)] == ["Prompt len", "Freeze (ms)"]
+
+
 def test_a_log_axis_says_log_and_legends_are_not_cut():
     from inference_wall.figures import log_x, log_y, theme_config
 

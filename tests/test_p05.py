@@ -215,7 +215,7 @@ def test_a_rig_without_part_5_data_is_not_measured_and_figures_build():
     long = p05.cost_points(views)
     assert set(long["series"]) == {"measured", "floor: bytes / bandwidth"}
     chart = figures.p05.costs_vs_bytes(long).to_dict()
-    assert chart["facet"]["column"]["field"] == "quantity"
+    assert [c["title"]["text"] for c in chart["concat"]] == [f"syn: {q}" for q in figures.p05.QUANTITIES]
     summary = p05.variant_summary(views)
     assert np.isclose(summary.set_index("format").loc["int4", "fixed_ms"], 3.0 + 0.1, rtol=0.01)  # the batch-1 step
     costs = pd.DataFrame([{"rig": "syn", "variant": "x", "format": "int4", "ceiling_tok_s": 1000.0, "top_cap": 8,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import functools
 import http.server
+import re
 import threading
 import urllib.request
 from dataclasses import dataclass, field
@@ -82,10 +83,11 @@ def base_url(site: Path):
 
 @dataclass
 class Visit:
-    """What one page load did: every request URL, console errors, page errors, failed responses."""
+    """What one page load did: every request URL, console errors and warnings, page errors, failed responses."""
 
     requests: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
+    console_warnings: list[str] = field(default_factory=list)
     page_errors: list[str] = field(default_factory=list)
     bad_responses: list[str] = field(default_factory=list)
 
@@ -99,7 +101,8 @@ def visit(page, base_url: str, doc: str) -> Visit:
     """Open a page, record its traffic and errors, and wait until every chart has rendered."""
     seen = Visit()
     page.context.on("request", lambda r: seen.requests.append(r.url))
-    page.on("console", lambda m: seen.console_errors.append(m.text) if m.type == "error" else None)
+    page.on("console", lambda m: seen.console_errors.append(m.text) if m.type == "error" else
+            seen.console_warnings.append(m.text) if m.type == "warning" else None)
     page.on("pageerror", lambda e: seen.page_errors.append(str(e)))
     page.on("response", lambda r: seen.bad_responses.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     page.goto(urljoin(base_url, f"{doc}.html"), wait_until="load")
@@ -129,6 +132,13 @@ def check_loaded_cleanly_and_offline(page, seen: Visit, base_url: str) -> None:
     assert seen.bad_responses == []
     assert seen.off_machine(base_url) == [], "requests left the machine"
     assert seen.requests, "recorded no requests at all: the listener is broken"
+
+
+def check_console_has_no_warnings(seen: Visit) -> None:
+    """Nothing warns in the console: Vega's warnings ("Infinite extent for field ...", scales that union domains of
+    different sources) each mean a chart drew something other than what its spec says, or nothing."""
+    warnings = sorted(set(seen.console_warnings))
+    assert warnings == [], f"{len(seen.console_warnings)} console warnings: {warnings[:5]}"
 
 
 def check_every_chart_draws_marks(page, doc: str) -> None:
@@ -206,26 +216,124 @@ def check_charts_fit_their_column(page) -> None:
 
 @pytest.mark.parametrize("doc", DOCS)
 def test_a_page_at_1366_px(page, base_url, doc):
-    """Loads cleanly and offline; every chart draws marks and fits its column; a part's tables have rows; every
-    figure download resolves; a part's title, findings box and first figure start on the first screen (issue 24)."""
+    """Loads cleanly and offline, with no warning in the console; every chart draws marks and fits its column, its
+    tooltips read as labels and it names what it colours; a part's tables have rows; every figure download resolves;
+    a part's title, findings box and first figure start on the first screen (issue 24); the page's own checks
+    (PAGE_CHECKS) hold."""
     seen = visit_at(page, base_url, doc, "desktop")
     check_loaded_cleanly_and_offline(page, seen, base_url)
+    check_console_has_no_warnings(seen)
     check_every_chart_draws_marks(page, doc)
     check_charts_fit_their_column(page)
+    check_tooltips_read_as_labels(page)
+    check_every_colour_is_named(page)
     check_figure_downloads_resolve(page, base_url, doc)
     if doc in PART_DOCS:
         check_part_tables_have_rows(page)
         check_first_screen_at_1366(page, doc)
+    for check in PAGE_CHECKS.get(doc, ()):
+        check(page)
 
 
 @pytest.mark.parametrize("doc", DOCS)
 def test_a_page_at_390_px(page, base_url, doc):
-    """Every chart fits its column on a phone; a part's findings box ends before its first figure, and its "in full"
-    switch opens the rest."""
-    visit_at(page, base_url, doc, "phone")
+    """On a phone: every chart fits its column at its written size (no chart text under 9 px, none taller than
+    1.5 screens), nothing pans sideways, nothing warns in the console; a part's findings box ends before its first
+    figure, and its "in full" switch opens the rest."""
+    seen = visit_at(page, base_url, doc, "phone")
+    check_console_has_no_warnings(seen)
     check_charts_fit_their_column(page)
+    check_chart_text_is_readable(page)
+    check_no_sideways_pan(page)
     if doc in PART_DOCS:
         check_findings_above_the_figure_at_390(page, doc)
+
+
+MIN_TEXT_PX = 9  # the smallest chart text a phone may draw (a chart scaled down to fit draws its text smaller)
+MAX_CHART_SCREENS = 1.5  # the tallest a chart may be on a phone, in screens
+
+CHART_TEXT = """(sel) => Array.from(document.querySelectorAll(sel)).map(d => {
+    // each drawn text's size on the screen: its font size times the scale its SVG is drawn at (CSS included)
+    let least = null;
+    for (const t of d.querySelectorAll('svg text')) {
+        if (!t.textContent.trim() || !t.getClientRects().length) continue;
+        const m = t.getScreenCTM();
+        const px = parseFloat(getComputedStyle(t).fontSize) * Math.sqrt(Math.abs(m.a * m.d - m.b * m.c));
+        if (least === null || px < least.px) least = {px: Math.round(px * 10) / 10, text: t.textContent.slice(0, 40)};
+    }
+    const g = d.querySelector('svg.marks, svg');
+    return {least, height: g ? Math.round(g.getBoundingClientRect().height) : 0, fit: d.dataset.iwFit};
+})"""
+
+
+def check_chart_text_is_readable(page) -> None:
+    """No chart's text is drawn under MIN_TEXT_PX (a chart too wide for the column is scaled down, text and all),
+    and no chart is taller than MAX_CHART_SCREENS screens (a facet wrapped into one column of tall panels)."""
+    charts = page.evaluate(CHART_TEXT, CHART)
+    small = [(i, c["least"], c["fit"]) for i, c in enumerate(charts) if c["least"] and c["least"]["px"] < MIN_TEXT_PX]
+    assert small == [], f"chart text under {MIN_TEXT_PX} px (index, smallest text, fit): {small}"
+    screen = page.viewport_size["height"]
+    tall = [(i, c["height"]) for i, c in enumerate(charts) if c["height"] > MAX_CHART_SCREENS * screen]
+    assert tall == [], f"charts taller than {MAX_CHART_SCREENS} screens of {screen} px (index, px): {tall}"
+
+
+def check_no_sideways_pan(page) -> None:
+    """The page is no wider than the screen: a reader never pans sideways (a wide table or chart scrolls inside
+    its own box)."""
+    width = page.evaluate("() => [document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]")
+    assert width[0] <= width[1], f"the page is {width[0]} px wide on a {width[1]} px screen"
+
+
+# Every tooltip of every drawn mark (Vega's SVG renderer keeps each element's scenegraph item as __data__): its
+# entries as {title: text}, and the names of the fields of its data row.
+TOOLTIPS = """(sel) => Array.from(document.querySelectorAll(sel)).map(d => {
+    const seen = new Set(), out = [];
+    for (const el of d.querySelectorAll('svg .role-mark > *')) {
+        const item = el.__data__;
+        if (!item || item.tooltip === undefined || item.tooltip === null) continue;
+        const tip = typeof item.tooltip === 'object' ? item.tooltip : {'': item.tooltip};
+        const entries = Object.entries(tip).map(([k, v]) => [k, String(v)]);
+        const key = JSON.stringify(entries);
+        if (seen.has(key)) continue;
+        seen.add(key);
+        out.push({entries, fields: Object.keys(item.datum || {})});
+    }
+    return out;
+})"""
+FIELD_NAME = re.compile(r"^[a-z0-9]+(_[a-z0-9]+)+$")
+DECIMAL = re.compile(r"(?<![\w.-])\d[\d,]*\.\d+")  # a number standing alone, not inside a name (rate-x1.100)
+NOT_A_VALUE = re.compile(r"^(NaN|null|undefined|None|nan|-?Infinity)$")
+
+
+def tooltip_problems(entries: list[list[str]], fields: list[str]) -> list[str]:
+    """What a reader should not see in a tooltip: a title that is a field's name (``output_tok_s``, ``rig``), a
+    number with more than 3 significant digits after its decimal point (a float as stored), a missing value's
+    code word."""
+    problems = []
+    for title, value in entries:
+        if title in fields or FIELD_NAME.match(title):
+            problems.append(f"title {title!r} is a field's name")
+        if NOT_A_VALUE.match(value.strip()):
+            problems.append(f"{title}: {value!r}")
+        for number in DECIMAL.findall(value):
+            digits = number.replace(",", "").replace(".", "").lstrip("0")
+            if len(digits) > 3:
+                problems.append(f"{title}: {value!r} has {len(digits)} significant digits")
+    return problems
+
+
+def check_tooltips_read_as_labels(page) -> None:
+    charts = page.evaluate(TOOLTIPS, CHART)
+    problems = sorted({f"chart {i}: {p}" for i, tips in enumerate(charts) for tip in tips
+                       for p in tooltip_problems(tip["entries"], tip["fields"])})
+    assert problems == [], f"{len(problems)} tooltip problems: " + "\n".join(problems[:20])
+
+
+def test_tooltip_guard_catches_field_names_and_long_floats():
+    found = tooltip_problems([["output_tok_s", "8734.123456"], ["rig", "h200"], ["Cap", "NaN"],
+                              ["Output (tok/s)", "8,730"], ["Share", "0.0123"], ["ms", "12.3"]],
+                             ["output_tok_s", "rig", "max_num_seqs"])
+    assert len(found) == 4, found
 
 
 def _visible(page, selector: str) -> list:
@@ -322,7 +430,6 @@ def test_hover_shows_tooltip(page, base_url, doc):
 
 # ------------------------------------------------------------------------- what a reader reads (no browser)
 import json  # noqa: E402
-import re  # noqa: E402
 
 from bs4 import BeautifulSoup  # noqa: E402
 
@@ -509,3 +616,131 @@ def test_part_page_links_its_tables_as_csv_and_keys_its_rigs(site, doc):
             header = next(csv.reader(handle), [])
         assert header and all(name.strip() for name in header), f"{doc}: {href} has no header row"
     assert "Rig key" in soup.get_text(" "), f"{doc}: no rig key"
+
+
+# ------------------------------------------------------------------------- checks of one page's charts
+def _view_eval(page, index: int, body: str, arg=None):
+    """Run `body` (a JS function of the chart's Vega view and `arg`) on chart `index` of the page."""
+    return page.evaluate(f"""([sel, i, arg]) => {{ const view = document.querySelectorAll(sel)[i].iwView;
+                                                   return ({body})(view, arg); }}""", [CHART, index, arg])
+
+
+# The values of each chart's colour scales (by name, as Vega-Lite names them; a continuous scale is left out) with
+# their colours, and every text the chart draws (legends, axes, headers, titles), whitespace removed.
+COLOURS = """(sel) => Array.from(document.querySelectorAll(sel)).map(d => {
+    const scales = {};
+    for (const name of ['color', 'fill', 'stroke']) {
+        let s = null;
+        try { s = d.iwView.scale(name); } catch (e) { continue; }
+        if (s && ['ordinal', 'band', 'point'].includes(s.type))
+            scales[name] = s.domain().map(v => [String(v), String(s(v)).toLowerCase()]);
+    }
+    const texts = Array.from(d.querySelectorAll('svg text')).map(t => t.textContent.replace(/\\s+/g, ''));
+    return {scales, texts};
+})"""
+
+
+def chart_colours(page) -> list[dict]:
+    return page.evaluate(COLOURS, CHART)
+
+
+def check_every_colour_is_named(page) -> None:
+    """A chart that colours two or more things names each of them on the chart (a legend, or the header or axis
+    label it colours): part 4's first chart drew three coloured lines and no legend."""
+    unnamed = []
+    for i, chart in enumerate(chart_colours(page)):
+        texts = set(chart["texts"])
+        for name, pairs in chart["scales"].items():
+            if len(pairs) > 1:
+                unnamed += [(i, name, value) for value, _ in pairs if re.sub(r"\s+", "", value) not in texts]
+    assert unnamed == [], f"colours a chart does not name (index, scale, value): {unnamed}"
+
+
+def check_one_colour_per_meaning(page) -> None:
+    """Across the page's charts a thing has one colour, and a colour means one thing (part 2: each configuration in
+    the same colour in every figure, and no configuration's colour reused for a kernel family or a step's kind)."""
+    colours_of, meanings_of = {}, {}
+    for chart in chart_colours(page):
+        for pairs in chart["scales"].values():
+            for value, colour in pairs:
+                colours_of.setdefault(value, set()).add(colour)
+                meanings_of.setdefault(colour, set()).add(value)
+    assert colours_of, "no chart on the page has a colour scale"
+    assert {v: c for v, c in colours_of.items() if len(c) > 1} == {}, "a thing drawn in two colours"
+    assert {c: v for c, v in meanings_of.items() if len(v) > 1} == {}, "a colour that means two things"
+
+
+def check_part3_headline_shows_the_a10g_cliff(page) -> None:
+    """Part 3's headline chart (its first) draws the published A10G's climb, from its least throughput to its most,
+    over at least a quarter of the chart's height: on a linear axis to the fastest rig's throughput it was a flat line
+    at the bottom."""
+    from inference_wall.schema import PUBLISHED_RIG
+
+    with (SITE / "_static" / "tables" / "part3-sweep.csv").open(newline="", encoding="utf-8") as handle:
+        tok = [float(r["output_tok_s"]) for r in csv.DictReader(handle) if r["rig"] == PUBLISHED_RIG and r["output_tok_s"]]
+    assert len(tok) >= 2, "no published A10G sweep on part 3"
+    share = _view_eval(page, 0, """(view, v) => { const y = view.scale('y'), r = y.range();
+                                             return Math.abs(y(v[1]) - y(v[0])) / Math.abs(r[0] - r[1]); }""",
+                       [min(tok), max(tok)])
+    assert share >= 0.25, f"the A10G's climb spans {share:.0%} of the chart's height"
+
+
+# The bars and rules of a chart: each mark item's datum's variant (and rig) with its drawn x, width and x2, and the
+# cost a bar draws.
+BAR_ENDS = """(d) => {
+    const out = {};
+    for (const el of d.querySelectorAll('svg .mark-rect.role-mark > path, svg .mark-rule.role-mark > line')) {
+        const item = el.__data__;
+        if (!item || !item.datum || item.datum.variant === undefined) continue;
+        const key = item.datum.rig + ' / ' + item.datum.variant;
+        out[key] = out[key] || {};
+        if (el.tagName.toLowerCase() === 'path') { out[key].end = item.x + item.width; out[key].cost = item.datum.usd_per_million; }
+        else out[key].rule = [item.x, item.x2];
+    }
+    return out;
+}"""
+
+
+def check_part5_cost_range_follows_the_slider(page) -> None:
+    """Part 5's cost chart: moving the price slider changes each variant's cost, and its range (the listing's tiers)
+    follows: it stays where it was against the bar (each panel's axis fits its longest bar, so a bar's end in pixels
+    need not move)."""
+    charts = page.locator(CHART)
+    index = page.evaluate("""(sel) => Array.from(document.querySelectorAll(sel)).findIndex(d => {
+        try { d.iwView.signal('price'); return true; } catch (e) { return false; } })""", CHART)
+    assert index >= 0, "no chart on part 5 has a price slider"
+    chart = charts.nth(index)
+    before = chart.evaluate(BAR_ENDS)
+    price = _view_eval(page, index, "(view) => view.signal('price')")
+    slider = chart.locator("input[type=range]")
+    slider.evaluate("(el, v) => { el.value = v; el.dispatchEvent(new Event('input', {bubbles: true})); }", str(price * 2))
+    _view_eval(page, index, "(view) => view.runAsync().then(() => view.signal('price'))")
+    after = chart.evaluate(BAR_ENDS)
+    ranged = {k: v for k, v in before.items() if "rule" in v and "end" in v}
+    assert ranged, "no variant has a listed range"
+    for key, b in ranged.items():
+        a = after[key]
+        assert a["cost"] == pytest.approx(2 * b["cost"], rel=1e-6), f"{key}: the bar's cost did not follow the price"
+        assert [x / a["end"] for x in a["rule"]] == pytest.approx([x / b["end"] for x in b["rule"]], rel=0.02), \
+            f"{key}: the range did not follow the bar (before {b}, after {a})"
+
+
+def check_primer_prefill_is_drawn_in_proportion(page) -> None:
+    """The primer's prefill chart (its first) draws the prompt lengths in proportion from zero, as its caption
+    reads them ("so many times the time for so many times the tokens"): each point's distance from the axis's zero
+    is its length times one factor (a log axis drew each doubling of the prompt the same width apart)."""
+    points = page.evaluate("""(sel) => Array.from(document.querySelectorAll(sel)[0].querySelectorAll(
+        'svg .mark-symbol.role-mark > path')).map(el => el.__data__).filter(i => i && i.datum && i.datum.prompt_len)
+        .map(i => [i.datum.prompt_len, i.x])""", CHART)
+    assert len(points) >= 2, "no points on the primer's prefill chart"
+    factors = [x / n for n, x in points]
+    assert max(factors) == pytest.approx(min(factors), rel=0.02), points
+
+
+# Checks of one page's own charts, run on the page's visit at 1366 px (test_a_page_at_1366_px).
+PAGE_CHECKS: dict[str, tuple] = {
+    "book/primer": (check_primer_prefill_is_drawn_in_proportion,),
+    "notebooks/02-prefill-freeze": (check_one_colour_per_meaning,),
+    "notebooks/03-batching-cliff": (check_part3_headline_shows_the_a10g_cliff,),
+    "notebooks/05-four-bits": (check_part5_cost_range_follows_the_slider,),
+}

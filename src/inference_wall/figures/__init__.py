@@ -9,7 +9,8 @@ Each page's chart functions live in this package's module named like the page's 
 * :func:`rig_colour` / :func:`rig_color`: a fixed colour per rig name, the same in every figure
   (``a10g-published`` is always the same blue).
 * :func:`log_x` / :func:`log_y`: log-scale positional encodings with readable ticks.
-* :func:`tooltips`: tooltip entries titled like the table headers (``TTFT p50 (ms)``).
+* :func:`tip` / :func:`tooltips`: tooltip entries titled in words (``TTFT p50 (ms)``), a measured number to 3
+  significant digits (:data:`NUMBER`), a count or a setting whole (:data:`COUNT`).
 * :func:`show`: saves PNG and SVG (vl-convert, no network) under ``_static/figures/`` at the book
   root, displays the interactive chart and, under it, links to both files.
 * :func:`table_html` / :func:`table`: a tidy frame as an HTML table, units in the headers,
@@ -36,7 +37,7 @@ import pandas as pd
 
 from .. import words
 from ..schema import PUBLISHED_RIG, STATIC_DIR_ENV
-from ..words import missing
+from ..words import known_number, missing
 
 THEME_NAME = "inference_wall"
 WIDTH, HEIGHT = 480, 280  # fits the book column with the legend below
@@ -161,23 +162,40 @@ def _column_kind(name: str, data: pd.DataFrame | None) -> str:
     return "N" if split_unit(name)[1] is None and name in TEXT_COLUMNS else "Q"
 
 
+# d3 formats of a tooltip's numbers (and an axis's): a measured number to three significant digits (8,730 / 56.8 /
+# 0.392), a count or a setting whole (20,481 pages, cap 256).
+NUMBER = ",.3~r"
+COUNT = ",d"
+
+
+def tip(field: str, title: str, fmt: str | None = NUMBER) -> alt.Tooltip:
+    """One tooltip entry titled in words: ``field`` is ``name`` (quantitative, formatted with ``fmt``: NUMBER, or
+    COUNT for a count or a setting) or ``name:N`` (text, shown as it is)."""
+    name, _, kind = field.partition(":")
+    if kind and kind != "Q":
+        return alt.Tooltip(f"{name}:{kind}", title=title)
+    return alt.Tooltip(f"{name}:Q", title=title, format=fmt) if fmt else alt.Tooltip(f"{name}:Q", title=title)
+
+
 def tooltips(columns: Sequence[str], units: Mapping[str, str] | None = None,
-             labels: Mapping[str, str] | None = None, fmt: str = ",.3~f",
+             labels: Mapping[str, str] | None = None, fmt: str = NUMBER,
              data: pd.DataFrame | None = None) -> list[alt.Tooltip]:
     """Tooltip entries with the same readable, unit-bearing titles as the tables.
 
     Columns may carry an Altair type (``"rig:N"``); without one, a column of ``data`` that holds text is
     nominal (a text field typed quantitative shows "NaN" on hover), and without ``data`` text-like names
-    (``rig``, ``config``, ...) are; the rest are quantitative (formatted with ``fmt``)."""
+    (``rig``, ``config``, ...) are; the rest are quantitative: a column of ``data`` that holds whole numbers only
+    (a count, a length) as whole numbers (COUNT), any other with ``fmt`` (three significant digits)."""
     entries = []
     for column in columns:
         name, _, kind = column.partition(":")
         kind = kind or _column_kind(name, data)
         title = header_label(name, units, labels)
         if kind == "Q":
-            entries.append(alt.Tooltip(f"{name}:Q", title=title, format=fmt))
+            whole = data is not None and name in data.columns and pd.api.types.is_integer_dtype(data[name])
+            entries.append(tip(name, title, COUNT if whole else fmt))
         else:
-            entries.append(alt.Tooltip(f"{name}:{kind}", title=title))
+            entries.append(tip(f"{name}:{kind}", title))
     return entries
 
 
@@ -191,9 +209,21 @@ def log_title(title: str) -> str:
     return f"{title} (log)"
 
 
-def _log_kwargs(title: str | None, domain: Sequence[float] | None, fmt: str | None) -> dict:
+def log_ticks(values) -> list[float]:
+    """Ticks for a log axis over `values`: 1, 3 and 10 times each power of ten from below the least to above the
+    largest (a few labels that do not crowd a phone's width)."""
+    numbers = pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce").astype(float)
+    v = [float(x) for x in numbers if known_number(float(x)) and x > 0]
+    if not v:
+        return [1.0, 10.0]
+    lo, hi = math.floor(math.log10(min(v))), math.ceil(math.log10(max(v)))
+    return [m * 10.0 ** e for e in range(lo, hi + 1) for m in (1, 3) if m * 10.0 ** e <= 10.0 ** hi]
+
+
+def _log_kwargs(title: str | None, domain: Sequence[float] | None, fmt: str | None,
+                ticks: Sequence[float] | None = None) -> dict:
     scale = alt.Scale(type="log", domain=list(domain), nice=False) if domain else alt.Scale(type="log")
-    axis = alt.Axis(format=fmt or "~s", grid=True)
+    axis = alt.Axis(format=fmt or "~s", grid=True, **({"values": list(ticks)} if ticks is not None else {}))
     kwargs: dict = {"scale": scale, "axis": axis}
     if title is not None:
         kwargs["title"] = log_title(title)
@@ -201,20 +231,33 @@ def _log_kwargs(title: str | None, domain: Sequence[float] | None, fmt: str | No
 
 
 def log_x(field: str, title: str | None = None, domain: Sequence[float] | None = None,
-          fmt: str | None = None, **kwargs) -> alt.X:
-    """A log-scale x encoding (values must be > 0; drop or map zero/inf before plotting)."""
-    return alt.X(field if ":" in field else f"{field}:Q", **_log_kwargs(title, domain, fmt), **kwargs)
+          fmt: str | None = None, ticks: Sequence[float] | None = None, **kwargs) -> alt.X:
+    """A log-scale x encoding (values must be > 0; drop or map zero/inf before plotting); ``ticks``: its
+    labelled values (:func:`log_ticks`), else Vega's."""
+    return alt.X(field if ":" in field else f"{field}:Q", **_log_kwargs(title, domain, fmt, ticks), **kwargs)
 
 
 def log_y(field: str, title: str | None = None, domain: Sequence[float] | None = None,
-          fmt: str | None = None, **kwargs) -> alt.Y:
+          fmt: str | None = None, ticks: Sequence[float] | None = None, **kwargs) -> alt.Y:
     """A log-scale y encoding (values must be > 0)."""
-    return alt.Y(field if ":" in field else f"{field}:Q", **_log_kwargs(title, domain, fmt), **kwargs)
+    return alt.Y(field if ":" in field else f"{field}:Q", **_log_kwargs(title, domain, fmt, ticks), **kwargs)
 
 
 # ------------------------------------------------------------------------------ save and show
 # One panel per rig, the rig's name in bold above it (part 1's figures, the primer's).
 RIG_FACET = alt.Facet("rig:N", title=None, header=alt.Header(labelFontWeight="bold"))
+
+
+def panels(charts: Mapping[str, alt.TopLevelMixin], columns: int, width: int = 260,
+           height: int | alt.Step = 220) -> alt.ConcatChart:
+    """Small multiples as a facet draws them (`columns` to a row, each panel titled in bold, its own scales), from one
+    chart per panel: where a facet would give a panel a layer with no rows of its own (a rig with no measured
+    points, a quantity with no floor), Vega warns of an infinite extent and of scales that union different sources;
+    a panel built alone simply leaves that layer out. The site's fitter wraps the rows like a facet's."""
+    titled = [chart.properties(width=width, height=height,
+                               title=alt.TitleParams(key, anchor="middle", fontWeight="bold", fontSize=11))
+              for key, chart in charts.items()]
+    return alt.concat(*titled, columns=columns).resolve_scale(x="independent", y="independent")
 
 
 def vl_version() -> str:

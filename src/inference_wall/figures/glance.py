@@ -2,23 +2,12 @@
 point of the parts on one chart (glance.chart_data's rows)."""
 from __future__ import annotations
 
-import math
-
 import altair as alt
 import pandas as pd
 
 from .. import figures
+from ..figures import log_ticks
 from ..measure.claims import known_number
-
-
-def log_ticks(values) -> list[float]:
-    """Ticks for a log axis over `values`: 1, 3 and 10 times each power of ten from below the least to above the
-    largest (a few labels that do not crowd a phone's width)."""
-    v = [float(x) for x in values if known_number(x) and x > 0]
-    if not v:
-        return [1.0, 10.0]
-    lo, hi = math.floor(math.log10(min(v))), math.ceil(math.log10(max(v)))
-    return [m * 10.0 ** e for e in range(lo, hi + 1) for m in (1, 3) if m * 10.0 ** e <= 10.0 ** hi]
 
 
 def chart(data: pd.DataFrame, width: int = 420, height: int = 300):

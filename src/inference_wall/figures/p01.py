@@ -29,18 +29,19 @@ def _rate_layers(df: pd.DataFrame, y: str, y_title: str, log_y: bool, tooltip: l
     yenc = figures.log_y(y, y_title) if log_y else alt.Y(f"{y}:Q", title=y_title)
     base = alt.Chart(data)
     line = base.transform_filter("!datum.flood").mark_line(point=True).encode(
-        x=figures.log_x("offered_rate_rps", "Offered rate (req/s, log)"), y=yenc,
+        x=figures.log_x("offered_rate_rps", "Offered rate (req/s, log)", ticks=figures.log_ticks(data["offered_rate_rps"])),
+        y=yenc,
         color=figures.rig_color(rigs), tooltip=tooltip)
     rule = base.transform_filter("datum.flood").mark_rule(strokeDash=[6, 4]).encode(
         y=alt.Y(f"{y}:Q"), color=figures.rig_color(rigs),
-        tooltip=[alt.Tooltip("rig:N"), alt.Tooltip(f"{y}:Q", title=f"flood: {y_title}", format=",.0f")])
+        tooltip=[RIG_TIP, figures.tip(y, f"Flood: {y_title.replace(', log', '')}")])
     return alt.layer(line, rule).facet(column=RIG_FACET).resolve_scale(x="independent", y="independent")
 
 
-RATE_TOOLTIP = [alt.Tooltip("rig:N"), alt.Tooltip("offered_rate_rps:Q", title="offered req/s", format=".3g"),
-                alt.Tooltip("completed_rps:Q", title="completed req/s", format=".3g"),
-                alt.Tooltip("output_tok_s:Q", title="output tok/s", format=",.0f"),
-                alt.Tooltip("e2el_p99_ms:Q", title="E2E p99 ms", format=",.0f")]
+RIG_TIP = figures.tip("rig:N", "Rig")
+OFFERED_TIP = figures.tip("offered_rate_rps", "Offered (req/s)")
+RATE_TOOLTIP = [RIG_TIP, OFFERED_TIP, figures.tip("completed_rps", "Completed (req/s)"),
+                figures.tip("output_tok_s", "Output (tok/s)"), figures.tip("e2el_p99_ms", "E2E p99 (ms)")]
 
 
 def throughput_vs_rate(rates: pd.DataFrame) -> alt.FacetChart:
@@ -62,12 +63,11 @@ def mixed_steps(long: pd.DataFrame) -> alt.FacetChart:
     data = long.assign(what=long["what"].map(MIXED_LABELS))
     order = list(MIXED_LABELS.values())
     return alt.Chart(data).mark_line(point=True).encode(
-        x=figures.log_x("offered_rate_rps", "Offered rate (req/s, log)"),
+        x=figures.log_x("offered_rate_rps", "Offered rate (req/s, log)", ticks=figures.log_ticks(data["offered_rate_rps"])),
         y=alt.Y("tok_s:Q", title="Generated tokens per second"),
         color=alt.Color("what:N", title=None, sort=order, legend=alt.Legend(orient="bottom")),
         strokeDash=alt.condition(alt.datum.what == order[0], alt.value([6, 4]), alt.value([1, 0])),
-        tooltip=["rig:N", "what:N", alt.Tooltip("offered_rate_rps:Q", title="offered req/s", format=".3g"),
-                 alt.Tooltip("tok_s:Q", title="tok/s", format=",.0f")],
+        tooltip=[RIG_TIP, figures.tip("what:N", "Generation"), OFFERED_TIP, figures.tip("tok_s", "Generated (tok/s)")],
     ).facet(column=RIG_FACET).resolve_scale(x="independent", y="independent")
 
 
@@ -78,28 +78,37 @@ def roofline(rows: pd.DataFrame) -> alt.Chart:
         y=alt.Y("ms:Q", title="Time per token (ms)"),
         color=alt.Color("what:N", title=None, legend=alt.Legend(orient="bottom")),
         column=RIG_FACET,
-        tooltip=["rig:N", "what:N", alt.Tooltip("ms:Q", format=".3g")],
+        tooltip=[RIG_TIP, figures.tip("what:N", "Time per token"), figures.tip("ms", "Milliseconds")],
     ).resolve_scale(y="independent")
 
 
-def step_time_fit(points: pd.DataFrame, lines: pd.DataFrame, crossovers: pd.DataFrame) -> alt.FacetChart:
+def step_time_fit(points: pd.DataFrame, lines: pd.DataFrame, crossovers: pd.DataFrame) -> alt.ConcatChart:
     """Decode step time against running batch: measured points, the fitted line a + b x batch, and the
-    crossover a/b (where the per-sequence term equals the fixed one) as a vertical rule."""
-    data = pd.concat([lines.assign(kind="fit"), points.assign(kind="measured"),
-                      crossovers.rename(columns={"crossover": "batch"}).assign(kind="crossover")], ignore_index=True)
-    color = figures.rig_color(list(data["rig"].unique()))
-    base = alt.Chart(data)
-    fit = base.transform_filter("datum.kind == 'fit'").mark_line().encode(
-        x=alt.X("batch:Q", title="Running batch (sequences)"), y=alt.Y("step_ms:Q", title="Step time (ms)"),
-        color=color, tooltip=["rig:N", alt.Tooltip("batch:Q", format=".0f"),
-                              alt.Tooltip("step_ms:Q", title="fit ms", format=".3g")])
-    measured = base.transform_filter("datum.kind == 'measured'").mark_point(filled=True, size=60).encode(
-        x="batch:Q", y="step_ms:Q", color=color,
-        tooltip=["rig:N", "batch:Q", alt.Tooltip("step_ms:Q", title="median ITL ms", format=".3g")])
-    rule = base.transform_filter("datum.kind == 'crossover'").mark_rule(strokeDash=[4, 4]).encode(
-        x="batch:Q", color=color,
-        tooltip=["rig:N", alt.Tooltip("batch:Q", title="crossover a/b (seqs)", format=".3g")])
-    return alt.layer(fit, measured, rule).facet(column=RIG_FACET).resolve_scale(y="independent")
+    crossover a/b (where the per-sequence term equals the fixed one) as a vertical rule; one panel per rig
+    (figures.panels: a rig with no measured points, the published one, gets no empty layer)."""
+    rigs = figures.rig_order(set(lines["rig"]) | set(points["rig"]) | set(crossovers["rig"]))
+    color = figures.rig_color(rigs)
+    x = alt.X("batch:Q", title="Running batch (sequences)")
+    charts = {}
+    for rig in rigs:
+        layers = []
+        fit = lines[lines["rig"] == rig]
+        if len(fit):
+            layers.append(alt.Chart(fit).mark_line().encode(
+                x=x, y=alt.Y("step_ms:Q", title="Step time (ms)"), color=color,
+                tooltip=[RIG_TIP, figures.tip("batch", "Batch"), figures.tip("step_ms", "Fitted step (ms)")]))
+        measured = points[points["rig"] == rig]
+        if len(measured):
+            layers.append(alt.Chart(measured).mark_point(filled=True, size=60).encode(
+                x=x, y=alt.Y("step_ms:Q", title="Step time (ms)"), color=color,
+                tooltip=[RIG_TIP, figures.tip("batch", "Batch"), figures.tip("step_ms", "Median ITL (ms)")]))
+        cross = crossovers[crossovers["rig"] == rig].rename(columns={"crossover": "batch"})
+        if len(cross):
+            layers.append(alt.Chart(cross).mark_rule(strokeDash=[4, 4]).encode(
+                x=x, color=color, tooltip=[RIG_TIP, figures.tip("batch", "Crossover a/b (sequences)")]))
+        if layers:
+            charts[rig] = alt.layer(*layers)
+    return figures.panels(charts, columns=2, width=300, height=220).resolve_scale(x="shared")
 
 
 def fit_lines(fits: dict[str, tuple[float, float]], max_batch: dict[str, float]) -> pd.DataFrame:
@@ -122,14 +131,16 @@ def goodput_chart(goodput: pd.DataFrame, share: float = SHARE) -> alt.LayerChart
     data = goodput.assign(share_pct=100 * goodput["share_ok"])
     rigs = figures.rig_order(data["rig"].unique())
     lines = alt.Chart(data).mark_line(point=True).encode(
-        x=figures.log_x("offered_rate_rps", "offered rate (req/s)"),
+        x=figures.log_x("offered_rate_rps", "offered rate (req/s)", ticks=figures.log_ticks(data["offered_rate_rps"])),
         y=alt.Y("share_pct:Q", title="requests within both targets (%)", scale=alt.Scale(domain=[0, 100])),
         color=figures.rig_color(rigs),
-        tooltip=["rig", "offered_rate_rps", "ttft_target_ms", "tpot_target_ms",
-                 alt.Tooltip("share_pct:Q", format=".1f")],
+        tooltip=[RIG_TIP, OFFERED_TIP, figures.tip("ttft_target_ms", "TTFT target (ms)"),
+                 figures.tip("tpot_target_ms", "Time per output token target (ms)"),
+                 figures.tip("share_pct", "Requests within both (%)")],
     ).add_params(ttft, tpot).transform_filter(
         (alt.datum.ttft_target_ms == ttft) & (alt.datum.tpot_target_ms == tpot))
-    rule = alt.Chart(pd.DataFrame({"y": [100 * share]})).mark_rule(strokeDash=[4, 4]).encode(y="y:Q")
+    rule = alt.Chart(pd.DataFrame({"y": [100 * share]})).mark_rule(strokeDash=[4, 4]).encode(
+        y="y:Q", tooltip=[figures.tip("y", "Share required (%)")])
     return alt.layer(lines, rule).properties(width=520, height=280)
 
 
@@ -138,4 +149,7 @@ def running_batch(series: pd.DataFrame) -> alt.FacetChart:
     return alt.Chart(series).mark_line().encode(x=alt.X("t_s:Q", title="Seconds into the pass"),
                                                 y=alt.Y("running:Q", title="Running requests"),
                                                 color=alt.Color("point:N", title="Rate point"),
-                                                tooltip=["rig", "point", "t_s", "running"]).facet(column=figures.RIG_FACET)
+                                                tooltip=[RIG_TIP, figures.tip("point:N", "Rate point"),
+                                                         figures.tip("t_s", "Seconds into the pass"),
+                                                         figures.tip("running", "Running requests", figures.COUNT)]
+                                                ).facet(column=figures.RIG_FACET)

@@ -13,22 +13,28 @@ def _cap_axis(df: pd.DataFrame) -> alt.X:
                          domain=[float(df["max_num_seqs"].min()), float(df["max_num_seqs"].max())])
 
 
+RIG_TIP = figures.tip("rig:N", "Rig")
+CAP_TIP = figures.tip("max_num_seqs", "Cap (max_num_seqs)", figures.COUNT)
+
+
 def throughput_vs_cap(sweep: pd.DataFrame, prediction: pd.DataFrame | None = None) -> alt.LayerChart:
-    """Part 3: output throughput against the max_num_seqs cap (log axis), and where part 1's step-time
-    fit exists for the rig, its pure-decode prediction (dashed)."""
+    """Part 3: output throughput against the max_num_seqs cap, both axes logarithmic (equal heights are equal
+    ratios, so a rig's climb from one sequence reads the same at 50 tok/s as at 5,000), and where part 1's
+    step-time fit exists for the rig, its pure-decode prediction (dashed)."""
     rigs = list(sweep["rig"].unique()) + (list(prediction["rig"].unique()) if prediction is not None else [])
     color = figures.rig_color(rigs)
-    tip = [alt.Tooltip("rig:N"), alt.Tooltip("max_num_seqs:Q", title="max_num_seqs"),
-           alt.Tooltip("output_tok_s:Q", title="output tok/s", format=",.0f"),
-           alt.Tooltip("completed_rps:Q", title="req/s", format=".3g")]
-    chart = alt.Chart(sweep).mark_line(point=True).encode(
-        x=_cap_axis(sweep), y=alt.Y("output_tok_s:Q", title="Output throughput (tok/s)"),
-        color=color, tooltip=tip)
+    values = [float(v) for v in list(sweep["output_tok_s"]) + (list(prediction["output_tok_s"]) if prediction is not None
+                                                               else []) if v and v > 0]
+    y = figures.log_y("output_tok_s", "Output throughput (tok/s)",
+                      domain=[min(values) / 1.25, max(values) * 1.25] if values else None,
+                      ticks=figures.log_ticks(values))
+    tip = [RIG_TIP, CAP_TIP, figures.tip("output_tok_s", "Output (tok/s)"),
+           figures.tip("completed_rps", "Completed (req/s)")]
+    chart = alt.Chart(sweep).mark_line(point=True).encode(x=_cap_axis(sweep), y=y, color=color, tooltip=tip)
     if prediction is not None and len(prediction):
         pred = alt.Chart(prediction).mark_line(strokeDash=[5, 4], opacity=0.7).encode(
             x="max_num_seqs:Q", y="output_tok_s:Q", color=color,
-            tooltip=["rig:N", alt.Tooltip("max_num_seqs:Q"),
-                     alt.Tooltip("output_tok_s:Q", title="predicted pure-decode tok/s", format=",.0f")])
+            tooltip=[RIG_TIP, CAP_TIP, figures.tip("output_tok_s", "Predicted pure decode (tok/s)")])
         chart = alt.layer(chart, pred)
     return chart
 
@@ -41,7 +47,7 @@ def itl_vs_cap(sweep: pd.DataFrame) -> alt.Chart:
     return alt.Chart(long).mark_line(point=True).encode(
         x=_cap_axis(long), y=figures.log_y("itl_ms", "ITL (ms, log)"),
         color=figures.rig_color(long["rig"]), strokeDash=alt.StrokeDash("stat:N", title="percentile"),
-        tooltip=["rig:N", "max_num_seqs:Q", "stat:N", alt.Tooltip("itl_ms:Q", format=".3g")])
+        tooltip=[RIG_TIP, CAP_TIP, figures.tip("stat:N", "Percentile"), figures.tip("itl_ms", "ITL (ms)")])
 
 
 def ttft_vs_cap(sweep: pd.DataFrame) -> alt.Chart:
@@ -50,7 +56,7 @@ def ttft_vs_cap(sweep: pd.DataFrame) -> alt.Chart:
     return alt.Chart(data).mark_line(point=True).encode(
         x=_cap_axis(data), y=figures.log_y("ttft_p50_s", "Median TTFT (s, log)"),
         color=figures.rig_color(data["rig"]),
-        tooltip=["rig:N", "max_num_seqs:Q", alt.Tooltip("ttft_p50_s:Q", title="TTFT p50 s", format=".3g")])
+        tooltip=[RIG_TIP, CAP_TIP, figures.tip("ttft_p50_s", "TTFT p50 (s)")])
 
 
 FLOOD_TIME_LABELS = {"mixed": "steps with a refill's prompt tokens", "decode": "pure-decode steps",
@@ -70,6 +76,6 @@ def flood_time(polled: pd.DataFrame) -> alt.Chart:
         color=alt.Color("what:N", title=None, sort=order, legend=alt.Legend(orient="bottom", columns=1),
                         scale=alt.Scale(domain=order, range=["#e45756", "#4c78a8", "#bab0ac"])),
         order=alt.Order("order:Q"),
-        tooltip=["flood:N", "what:N", alt.Tooltip("seconds:Q", format=".3g"),
-                 alt.Tooltip("share:Q", title="share of the working time", format=".0%")],
+        tooltip=[figures.tip("flood:N", "Flood"), figures.tip("what:N", "Steps"),
+                 figures.tip("seconds", "Seconds"), figures.tip("share", "Share of the working time", ".0%")],
     ).properties(height=alt.Step(22))

@@ -17,33 +17,44 @@ def format_color(title: str = "Format") -> alt.Color:
                                                               range=list(FORMAT_COLOURS.values())))
 
 
-def costs_vs_bytes(long: pd.DataFrame) -> alt.FacetChart:
+QUANTITIES = ["fixed cost (batch-1 step)", "per-sequence cost (slope)"]
+
+
+def costs_vs_bytes(long: pd.DataFrame) -> alt.ConcatChart:
     """The step fit's fixed and per-sequence cost (with their 95% ranges) against the bytes a decode step reads;
-    the weight-stream floor (bytes / measured bandwidth) where the rig measured its bandwidth.
+    the weight-stream floor (bytes / measured bandwidth) where the rig measured its bandwidth. One panel per rig and
+    quantity (figures.panels: the per-sequence cost has no floor, and gets no empty layer).
     `long`: rig, variant, format, decode_gb, reference, quantity, series, value, low, high (p05.cost_points)."""
-    tips = [alt.Tooltip("rig:N"), alt.Tooltip("variant:N"), alt.Tooltip("series:N"),
-            alt.Tooltip("decode_gb:Q", title="GB per step", format=".3g"),
-            alt.Tooltip("value:Q", title="ms", format=".3g"), alt.Tooltip("low:Q", title="from", format=".3g"),
-            alt.Tooltip("high:Q", title="to", format=".3g")]
+    tips = [figures.tip("rig:N", "Rig"), figures.tip("variant:N", "Variant"), figures.tip("series:N", "Series"),
+            figures.tip("decode_gb", "GB per step"), figures.tip("value", "Milliseconds"),
+            figures.tip("low", "95% range from (ms)"), figures.tip("high", "95% range to (ms)")]
     x = alt.X("decode_gb:Q", title="Bytes one decode step reads (GB)", scale=alt.Scale(zero=True))
-    base = alt.Chart().encode(x=x, tooltip=tips)
-    measured = "datum.series == 'measured'"
-    bars = base.transform_filter(measured).mark_rule().encode(y=alt.Y("low:Q", title="ms"), y2="high:Q",
-                                                              color=format_color())
-    points = base.transform_filter(measured).mark_point(filled=True, size=70).encode(
-        y="value:Q", color=format_color(), shape=alt.Shape("reference:N", title="Reference model"))
-    floor = base.transform_filter(f"!({measured})").mark_line(strokeDash=[6, 4], color="#888", point=True).encode(
-        y="value:Q", detail="series:N")
-    return alt.layer(floor, bars, points, data=long).facet(
-        column=alt.Column("quantity:N", title=None, sort=["fixed cost (batch-1 step)", "per-sequence cost (slope)"]),
-        row=alt.Row("rig:N", title=None)).resolve_scale(x="independent", y="independent")
+    charts = {}
+    for rig in figures.rig_order(long["rig"]):
+        quantities = set(long["quantity"])
+        for quantity in [q for q in QUANTITIES if q in quantities] + sorted(quantities - set(QUANTITIES)):
+            cell = long[(long["rig"] == rig) & (long["quantity"] == quantity)]
+            measured, floor = cell[cell["series"] == "measured"], cell[cell["series"] != "measured"]
+            layers = []
+            if len(floor):
+                layers.append(alt.Chart(floor).mark_line(strokeDash=[6, 4], color="#888",
+                                                         point=alt.OverlayMarkDef(color="#888")).encode(
+                    x=x, y=alt.Y("value:Q", title="ms"), detail="series:N", tooltip=tips))
+            if len(measured):
+                base = alt.Chart(measured).encode(x=x, tooltip=tips)
+                layers += [base.mark_rule().encode(y=alt.Y("low:Q", title="ms"), y2="high:Q", color=format_color()),
+                           base.mark_point(filled=True, size=70).encode(
+                               y="value:Q", color=format_color(), shape=alt.Shape("reference:N", title="Reference model"))]
+            if layers:
+                charts[f"{rig}: {quantity}"] = alt.layer(*layers)
+    return figures.panels(charts, columns=2, width=240, height=200)
 
 
 def cap_sweep(rows: pd.DataFrame) -> alt.FacetChart:
     """Flood output throughput against the max_num_seqs cap, one line per variant (part 3's sweep per format)."""
-    tips = [alt.Tooltip("rig:N"), alt.Tooltip("variant:N"), alt.Tooltip("max_num_seqs:Q", title="cap"),
-            alt.Tooltip("output_tok_s:Q", title="output tok/s", format=",.0f"),
-            alt.Tooltip("itl_p50_ms:Q", title="ITL p50 ms", format=".3g")]
+    tips = [figures.tip("rig:N", "Rig"), figures.tip("variant:N", "Variant"),
+            figures.tip("max_num_seqs", "Cap (max_num_seqs)", figures.COUNT),
+            figures.tip("output_tok_s", "Output (tok/s)"), figures.tip("itl_p50_ms", "ITL p50 (ms)")]
     return alt.Chart(rows).mark_line(point=True).encode(
         x=figures.log_x("max_num_seqs", "max_num_seqs cap (log)"), y=alt.Y("output_tok_s:Q", title="Output throughput (tok/s)"),
         color=alt.Color("variant:N", title="Variant"), tooltip=tips,
@@ -58,6 +69,6 @@ def predicted_bytes(predicted: pd.DataFrame) -> alt.Chart:
     return alt.Chart(predicted).mark_bar().encode(
         x=alt.X("format:N", title="weight format", sort=list(predicted["format"])),
         y=alt.Y("decode_gb:Q", title="bytes one decode step reads (GB)"),
-        tooltip=["format", alt.Tooltip("decode_gb:Q", format=".2f", title="all (GB)")]
-        + [alt.Tooltip(f"{c}:Q", format=".2f", title=t) for c, t in parts.items()],
+        tooltip=[figures.tip("format:N", "Format"), figures.tip("decode_gb", "All (GB)")]
+        + [figures.tip(c, t[:1].upper() + t[1:]) for c, t in parts.items()],
     ).properties(width=320, height=260)

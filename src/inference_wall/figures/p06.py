@@ -4,6 +4,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from .. import figures
 from .variants import key_color
 
 
@@ -14,7 +15,6 @@ def bytes_per_gpu(predicted: pd.DataFrame) -> alt.Chart:
         y=alt.Y("label:N", title=None, sort=list(predicted["label"]), axis=alt.Axis(labelLimit=320)),
         x=alt.X("gb_per_gpu:Q", title="bytes each GPU reads per decode step (GB)"),
         color=key_color(list(predicted["config"]), "Configuration"),
-        tooltip=[alt.Tooltip("label:N", title="configuration"), alt.Tooltip("gpus:Q", title="GPUs"),
-                 alt.Tooltip("engines:Q", title="engines"),
-                 alt.Tooltip("gb_per_gpu:Q", format=".2f", title="GB per GPU per step")],
+        tooltip=[figures.tip("label:N", "Configuration"), figures.tip("gpus", "GPUs", figures.COUNT),
+                 figures.tip("engines", "Engines", figures.COUNT), figures.tip("gb_per_gpu", "GB per GPU per step")],
     ).properties(width=360, height=alt.Step(28))
