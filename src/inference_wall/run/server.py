@@ -112,6 +112,21 @@ def _die_with_parent() -> None:
         pass
 
 
+WATCHDOG = Path(__file__).with_name("_watchdog.py")
+
+
+def start_watchdog(pgid: int, owners: list[tuple[int, float]], forget: list[Path] = ()) -> subprocess.Popen:
+    """The server group's watchdog (_watchdog.py): a process in a session of its own that ends group `pgid` once
+    one of `owners` (pid, start time as psutil's create_time) is gone, SIGKILL included, removing the files in
+    `forget`; it ends by itself when the group does."""
+    args = [str(pgid), *(f"{pid}:{start!r}" for pid, start in owners)]
+    if forget:
+        args += ["--forget", *map(str, forget)]
+    return subprocess.Popen([sys.executable, "-I", "-S", str(WATCHDOG), *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            close_fds=True)
+
+
 def group_alive(pgid: int) -> bool:
     """Whether any process of the group still runs (zombies, which only wait to be reaped, do not count)."""
     try:
@@ -340,9 +355,14 @@ def tail(path: Path, lines: int = 15) -> str:
 class VllmServer:
     """Context manager: `with VllmServer(spec, log_path) as srv: srv.url ...`; stops the group always."""
 
-    def __init__(self, spec: ServerSpec, log_path: Path, run: dict | None = None):
+    def __init__(self, spec: ServerSpec, log_path: Path, run: dict | None = None,
+                 owners: list[tuple[int, float]] = (), forget: list[Path] = ()):
         self.spec, self.log_path = spec, Path(log_path)
         self.run = run or {}  # what started it (part, rig, rig_dir): named to another run on the same machine
+        # The processes whose end, even by SIGKILL, ends the server (its watchdog's owners): this one, and the
+        # run's others (`reproduce`'s CLI, which runs the sweep in a notebook's kernel); and what then goes with it.
+        self.owners, self.forget = list(owners), list(forget)
+        self._watchdog: subprocess.Popen | None = None
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.started_at: float | None = None
@@ -391,6 +411,10 @@ class VllmServer:
         try:
             REGISTRY.mkdir(parents=True, exist_ok=True)
             self._registry_file = REGISTRY / f"{self.proc.pid}.json"
+            me = _this_process()
+            owners = [(me["pid"], me["process_started"]), *self.owners]
+            self._watchdog = start_watchdog(self.proc.pid, [(p, t) for p, t in owners if p and t is not None],
+                                            [self._registry_file, *self.forget])
             try:
                 create_time = psutil.Process(self.proc.pid).create_time()
             except psutil.Error:
@@ -450,6 +474,19 @@ class VllmServer:
             if self._registry_file is not None:
                 self._registry_file.unlink(missing_ok=True)
                 self._registry_file = None
+            self._stop_watchdog()
+
+    def _stop_watchdog(self) -> None:
+        """The watchdog ends by itself once the group is gone; ended here at once, and reaped."""
+        if self._watchdog is None:
+            return
+        if self._watchdog.poll() is None:
+            self._watchdog.terminate()
+        try:
+            self._watchdog.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._watchdog.kill()
+        self._watchdog = None
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -279,7 +279,8 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
     tmp = session_dir(session_id)  # removed in the `finally` below, or by the next command if this one is killed
     log_path = tmp / "server.log"
     spec = session_server(first, ctx, model)
-    server = VllmServer(spec, log_path, run={"part": ctx.part, "rig": ctx.rig.name, "rig_dir": str(ctx.rig_dir)})
+    server = VllmServer(spec, log_path, run={"part": ctx.part, "rig": ctx.rig.name, "rig_dir": str(ctx.rig_dir)},
+                        owners=run_owners(ctx), forget=[tmp])
     client = client_env(spec, ctx.rig.env)
     bar.set_postfix_str(f"starting server for {first.name}")
     forks = None
@@ -397,6 +398,15 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
             forks.close()
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_owners(ctx: SweepContext) -> list[tuple[int, float]]:
+    """Besides the sweep's own process, the run's process whose end ends the servers: the holder of the writer lock
+    when it handed the lock over (`reproduce`'s CLI, whose notebook kernel runs the sweep)."""
+    holder = ctx.lock_holder or {}
+    if holder.get("pid") in (None, os.getpid()) or holder.get("process_started") is None:
+        return []
+    return [(int(holder["pid"]), float(holder["process_started"]))]
 
 
 def client_env(spec: ServerSpec, rig_env: dict[str, str]) -> dict[str, str]:
