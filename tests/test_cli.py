@@ -335,9 +335,12 @@ def _refused_up_front(monkeypatch, capsys, argv) -> str:
     (["--rig", "My_Rig"], "bad rig name 'My_Rig'"),
     (["--set", "input_len=[64"], "--set input_len: value '[64' is not JSON"),
     (["--set", "input_len"], "--set needs KEY=JSON, got 'input_len'"),
-    (["--set", 'input_len="64"'], "--set: input_len must be a number, not a string"),
+    (["--set", 'input_len="64"'], '--set: input_len must be a whole number, not "64"'),
+    (["--set", "input_len=64.5"], "--set: input_len must be a whole number, not 64.5"),
+    (["--set", "target_window_s=NaN"], "--set: target_window_s must be a number, not NaN"),
+    (["--set", 'decode_batches=["x"]'], '--set: decode_batches must be a list of whole numbers, not ["x"]'),
+    (["--set", 'rates_rps=[1, "4"]'], '--set: rates_rps must be a list of numbers, not [1, "4"]'),
     # a value of the right kind that the plan cannot use: a traceback before
-    (["--set", 'decode_batches=["x"]'], "part 01-hit-the-wall cannot plan with these values (TypeError:"),
     (["--part", "2", "--set", "prompt_lens=[]"], "part 02-prefill-freeze cannot plan with these values (ValueError:"),
     # a plan of no point ran nothing and said "done 0"
     (["--part", "6", "--set", "configs=[]"], "part 06-past-one-gpu on rig my-rig plans no point"),
@@ -360,6 +363,59 @@ def test_a_profile_overriding_an_unknown_part_or_parameter_is_refused_before_any
     line = _refused_up_front(monkeypatch, capsys, ["sweep", "--part", "1", "--rig", "my-rig", "--data-dir",
                                                    str(tmp_path)])
     assert named in line and "my-rig" in line
+
+
+@pytest.mark.parametrize("command", ["plan", "sweep", "reproduce"])
+@pytest.mark.parametrize("overrides, named", [
+    # before, a run took these: the first failed after the server's warm-up (can't multiply sequence by non-int of
+    # type 'float', naming neither), the second ran and recorded caps [1, "4"]; --set refused the first at once
+    ({"03-batching-cliff": {"min_window_s": "2"}}, 'overrides of part 03-batching-cliff: min_window_s must be a '
+                                                   'number, not "2"'),
+    ({"03-batching-cliff": {"caps": [1, "4"]}}, 'overrides of part 03-batching-cliff: caps must be a list of whole '
+                                                'numbers, not [1, "4"]'),
+    ({"01-hit-the-wall": {"input_len": 32.5}}, "overrides of part 01-hit-the-wall: input_len must be a whole number, "
+                                               "not 32.5"),
+])
+def test_a_profile_override_of_the_wrong_kind_is_refused_by_the_rule_set_follows(command, overrides, named, tmp_path,
+                                                                                 monkeypatch, capsys):
+    (tmp_path / "rigs").mkdir()
+    (tmp_path / "rigs" / "my-rig.json").write_text(json.dumps({"overrides": overrides}))
+    monkeypatch.setattr(cli, "_writer", lambda request: pytest.fail("took the lock"))
+    line = _refused_up_front(monkeypatch, capsys, [command, "--part", "3", "--rig", "my-rig", "--data-dir",
+                                                   str(tmp_path)])
+    assert line == f"error: {tmp_path / 'rigs' / 'my-rig.json'}: {named}"
+
+
+@pytest.mark.parametrize("command", ["plan", "sweep", "reproduce"])
+@pytest.mark.parametrize("profile, named", [
+    ({"serve_arg": ["--enforce-eager"]}, "unknown keys ['serve_arg']"),
+    ({"overrides": {"03-batching-cliff": {"capz": [1]}}}, "unknown parameter(s) ['capz'] for part 03-batching-cliff"),
+])
+def test_a_bad_profile_of_another_rig_is_refused_before_a_run_not_at_its_page(command, profile, named, tmp_path,
+                                                                           monkeypatch, capsys):
+    """The pages read every rig's profile: before, a schema-invalid profile of another rig failed a clean run's page
+    render after its points were measured (rc 2 at the end of the run)."""
+    (tmp_path / "rigs").mkdir()
+    (tmp_path / "rigs" / "other-rig.json").write_text(json.dumps(profile))
+    line = _refused_up_front(monkeypatch, capsys, [command, "--part", "3", "--rig", "my-rig", "--data-dir",
+                                                   str(tmp_path)])
+    assert "other-rig" in line and named in line
+
+
+@pytest.mark.parametrize("value, named", [('"32"', 'input_len must be a whole number, not "32"'),
+                                          ("32.5", "input_len must be a whole number, not 32.5")])
+def test_plan_refuses_what_a_run_refuses_in_one_line(value, named, tmp_path, capsys):
+    """Before, plan --set input_len='"32"' ended in a traceback (cli._plan_header) and input_len=32.5 printed a plan."""
+    rc = cli.main(["plan", "--part", "3", "--rig", "my-rig", "--data-dir", str(tmp_path), "--set", f"input_len={value}"])
+    captured = capsys.readouterr()
+    assert rc == 2 and captured.out == "" and captured.err.strip().splitlines() == [
+        f"error: --set: {named} (see `plan --part 03-batching-cliff --rig my-rig`)"]
+
+
+def test_every_committed_profile_passes_the_rule_for_its_overrides():
+    from inference_wall.parts.runrequest import check_every_profile
+
+    check_every_profile(ROOT / "data")
 
 
 def test_plan_never_prints_a_secret_of_the_profile(tmp_path, capsys):

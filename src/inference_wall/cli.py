@@ -177,12 +177,13 @@ def _plan(args) -> int:
     if args.points and not args.dry_run:
         raise UserError("plan --points lists points only with --dry-run (plan without it lists every point)")
     overrides = parse_overrides(args.set)
+    # the checks a run makes before it starts anything (RunRequest.validated): plan prints nothing a run would refuse
+    request = RunRequest(part_name(args.part), args.rig, args.data_dir, overrides=overrides).validated()
     if args.dry_run:
         for line in parts.dry_run(args.part, args.rig, args.data_dir, overrides, args.points):
             print(line)
         return 0
-    request = RunRequest(part_name(args.part), args.rig, args.data_dir, overrides=overrides)
-    run = parts.planned(request)
+    run = request.planned
     status = point_status(request.rig_dir, [p.name for p in run.plans])
     for name, diffs in parts.changed(run, request.rig_dir).items():
         status[name] = f"complete, made otherwise ({diffs[0]}{'; ...' if len(diffs) > 1 else ''})"

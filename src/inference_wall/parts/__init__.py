@@ -52,10 +52,18 @@ def parameters(part, rig: str, data_dir: Path | None = None, overrides: dict | N
     return _parameters(protocol_of(part), load_profile(rig, data_dir), overrides)
 
 
-def check_profile_overrides(profile) -> None:
-    """A rig profile's overrides name only known parameters, of every part it overrides (not only the one run)."""
+def check_profile_overrides(profile, data_dir: Path | None = None) -> None:
+    """A rig profile's overrides name only known parameters, of every part it overrides (not only the one run), each
+    of its default's kind (runrequest.parameter_errors: the rule --set follows); a problem names the file."""
+    from .runrequest import parameter_errors
+
     for part in profile.overrides:
-        _parameters(protocol_of(part), profile)
+        spec = protocol_of(part)
+        _parameters(spec, profile)
+        errors = parameter_errors(spec.defaults, profile.for_part(spec.name))
+        if errors:
+            path = Path(data_dir or DATA_DIR) / "rigs" / f"{profile.name}.json"
+            raise UserError(f"{path}: overrides of part {spec.name}: {'; '.join(errors)}")
 
 
 def rig_pools(part, profile, params: dict, data_dir: Path | None = None) -> dict:
