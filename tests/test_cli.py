@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from inference_wall import cli
+from inference_wall.errors import UserError
 from inference_wall.records import store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -306,6 +307,35 @@ def test_a_sweep_with_settings_other_than_the_complete_points_is_refused_up_fron
                      "--set", "input_len=64"]) == 0
     flood = [line for line in capsys.readouterr().out.splitlines() if line.startswith("flood ")]
     assert flood and flood[0].endswith("complete, made otherwise (workload input_len: made with 32, the plan has 64)")
+
+
+@pytest.mark.parametrize("command", ["sweep", "reproduce"])
+@pytest.mark.parametrize("part, removed, extra, named", [
+    # --points picks points of a plan whose other complete points were made at 32: before, compared were the picked
+    # points only (none complete), and the run went ahead, leaving the folder with both
+    ("01-hit-the-wall", ["flood"], ["--points", "flood", "--set", "input_len=64"], "point cold-warm of "),
+    # the plan holds cap 4 alone; cap 1 outside it was made at 32, and would sit beside cap 4 at 64
+    ("03-batching-cliff", ["mns-004"], ["--set", "caps=[4]", "--set", "input_len=64"], "point mns-001 of "),
+])
+def test_a_partial_rerun_that_would_mix_settings_is_refused(command, part, removed, extra, named, linked_data,
+                                                            monkeypatch, capsys):
+    import shutil
+
+    number = part[:2].lstrip("0")
+    folder = linked_data / "runs" / part / "cpu-tiny"
+    shutil.copytree(ROOT / "data" / "runs" / part / "cpu-tiny", folder)
+    for name in removed:
+        shutil.rmtree(folder / name)
+    line = _refused_up_front(monkeypatch, capsys, [command, "--part", number, "--rig", "cpu-tiny", "--data-dir",
+                                                   str(linked_data), *extra])
+    assert named in line and "workload input_len: made with 32, the plan has 64" in line and "--redo-changed" in line
+    # with the settings the folder was made with, or --redo-changed, the run goes on to the machine check
+    at = extra.index("input_len=64")
+    same = extra[:at - 1] + extra[at + 1:]
+    for argv in (same, [*extra, "--redo-changed"]):
+        monkeypatch.setattr(cli, "_check_machine", lambda request: (_ for _ in ()).throw(UserError("reached")))
+        assert cli.main([command, "--part", number, "--rig", "cpu-tiny", "--data-dir", str(linked_data), *argv]) == 2
+        assert capsys.readouterr().err.strip() == "error: reached"
 
 
 def _refused_up_front(monkeypatch, capsys, argv) -> str:

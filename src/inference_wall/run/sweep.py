@@ -644,6 +644,43 @@ def changed_points(plans: list[PointPlan], rig_dir: Path, src: SettingsSource) -
     return out
 
 
+def rig_settings(src: SettingsSource) -> dict:
+    """What every point of a part on a rig shares, as this plan would make it: the model's source, the rig profile's
+    own flags and environment (secrets redacted as a manifest records them), and the part's workload."""
+    secrets = secret_values({**os.environ, **src.rig.env}, src.rig.serve_args)
+    return _plain({"model": {"source": src.rig.model_source}, "workload": asdict(src.workload),
+                   "rig profile flags": redact_record(redact_argv(src.rig.serve_args), secrets),
+                   "rig profile env": redact_record(src.rig.env, secrets)})
+
+
+def recorded_rig_settings(manifest: dict) -> dict:
+    """rig_settings's keys as a point's manifest recorded them; its workload only where it was the part's (a point
+    with lengths of its own, part 0's decode points, records its own)."""
+    part = manifest.get("parameters") or {}
+    profile = manifest.get("rig_profile") or {}
+    workload = manifest.get("workload") or {}
+    out = {"model": {"source": (manifest.get("model") or {}).get("source")},
+           "rig profile flags": profile.get("serve_args"), "rig profile env": profile.get("env")}
+    if workload and all(workload.get(k) == part.get(k) for k in ("input_len", "output_len")):
+        out["workload"] = workload
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def changed_outside(plans: list[PointPlan], rig_dir: Path, src: SettingsSource) -> dict[str, list[str]]:
+    """{point name: differences} for the complete points of `rig_dir` that are not in the plan but would sit beside
+    its points made otherwise in what every point of the part and rig shares (rig_settings): a run of other caps at
+    another input_len would leave the folder holding both."""
+    names, want, out = {p.name for p in plans}, rig_settings(src), {}
+    folder = Path(rig_dir)
+    for point in sorted(folder.iterdir()) if folder.is_dir() else []:
+        m = read_manifest(point) if point.is_dir() and point.name not in names else None
+        if m and m.get("status") == "complete":
+            diffs = settings_differences(want, recorded_rig_settings(m))
+            if diffs:
+                out[point.name] = diffs
+    return out
+
+
 def refuse_changed(changed: dict[str, list[str]], rig_dir: Path) -> None:
     """One line naming the first changed point and how it differs (see changed_points); nothing if none."""
     if not changed:
