@@ -95,11 +95,18 @@ def main(argv: list[str] | None = None) -> int:
             argv += split_args(os.environ.get(ARGS_ENV, ""))
         return _dispatch(build_parser().parse_args(argv))
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(shown_line(f"error: {e}"), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("interrupted: complete points are kept; rerun the same command to resume", file=sys.stderr)
         return 130
+
+
+def shown_line(line: str, secrets=()) -> str:
+    """A line fit to print: the one redaction (redact.scrub_text) with `secrets` and this environment's secret values."""
+    from .records.redact import scrub_text, secret_values
+
+    return scrub_text(line, set(secrets) | secret_values(os.environ))
 
 
 def _dispatch(args) -> int:
@@ -176,22 +183,26 @@ def _plan(args) -> int:
 
     if args.points and not args.dry_run:
         raise UserError("plan --points lists points only with --dry-run (plan without it lists every point)")
+    from .records.redact import record_secret_values, redact_record
+    from .run.rig import profile_secrets
+
     overrides = parse_overrides(args.set)
     # the checks a run makes before it starts anything (RunRequest.validated): plan prints nothing a run would refuse
     request = RunRequest(part_name(args.part), args.rig, args.data_dir, overrides=overrides).validated()
+    run = request.planned
+    secrets = profile_secrets(run.profile) | record_secret_values(run.params)
     if args.dry_run:
         for line in parts.dry_run(args.part, args.rig, args.data_dir, overrides, args.points):
-            print(line)
+            print(shown_line(line, secrets))
         return 0
-    run = request.planned
     status = point_status(request.rig_dir, [p.name for p in run.plans])
     for name, diffs in parts.changed(run, request.rig_dir).items():
         status[name] = f"complete, made otherwise ({diffs[0]}{'; ...' if len(diffs) > 1 else ''})"
-    for line in _plan_header(request, run):
-        print(line)
-    print(json.dumps(_shown_params(run), indent=1))
-    for p in run.plans:
-        print(f"{p.name:20s} session={p.session:16s} max_num_seqs={p.max_num_seqs:<4d} {status[p.name]}")
+    lines = [*_plan_header(request, run), json.dumps(redact_record(run.params, secrets), indent=1)]
+    lines += [f"{p.name:20s} session={p.session:16s} max_num_seqs={p.max_num_seqs:<4d} {status[p.name]}"
+              for p in run.plans]
+    for line in lines:
+        print(shown_line(line, secrets))
     return 0
 
 
@@ -216,13 +227,6 @@ def _check_machine(request: RunRequest) -> RunRequest:
     gpuenv.check_machine(profile, part=part_number(request.part),  # named as make's PART= in its advice
                          gpus_needed=parts.protocol_of(request.part).gpus_needed(params))
     return request if request.python else replace(request, python=gpuenv.gpu_vllm_python(profile))
-
-
-def _shown_params(run) -> dict:
-    """The part's parameters with the profile's secret values scrubbed (an override could echo one)."""
-    from .records.redact import redact_record, secret_values
-
-    return redact_record(run.params, secret_values(run.profile.env, run.profile.serve_args))
 
 
 def _plan_header(request: RunRequest, run) -> list[str]:

@@ -34,7 +34,8 @@ from .lock import writer_lock
 from ..model.modelkit import ModelSpec
 from ..records.poller import artefact_name, polling
 from ..records.record import new_manifest, read_manifest, read_record
-from ..records.redact import redact_argv, redact_record, redact_server_info, scrub_files, secret_values
+from ..records.redact import (redact_argv, redact_record, redact_server_info, scrub_files, scrub_text,
+                              secret_values)
 from .rig import RigProfile
 from .server import (ServerSpec, TerminateAsInterrupt, VllmServer, api_keys, session_dir, shared_machine_warning,
                      stop_requested)
@@ -299,7 +300,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
             e = _names_kept_log(e, log_path, ctx.rig_dir / first.name)  # the session's folder goes at its end
             _record_failure(ctx.rig_dir / first.name, first, ctx, model, log_path, 0, None, [], e, "failed", session_id)
             report.failed.append(first.name)
-            raise SweepFailed(f"point {first.name}: {e}") from None
+            raise SweepFailed(scrub_text(f"point {first.name}: {e}", _secrets(ctx))) from None  # a log tail may echo one
         report.server_starts_s.append(time.monotonic() - t_start)
         session = {"id": session_id, "server_command": spec.command(server.port), "server_env": spec.env,
                    "server_started": server.started_at, "server_healthy": server.healthy_at,
@@ -381,8 +382,8 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                 e = _names_kept_log(e, log_path, pdir)
                 _record_failure(pdir, point, ctx, model, log_path, log_offset, session, records, e, "failed", session_id)
                 report.failed.append(point.name)
-                raise SweepFailed(f"point {point.name} failed: {e}; rerun the same command to redo it "
-                                  f"(complete points are kept)") from None
+                raise SweepFailed(scrub_text(f"point {point.name} failed: {e}; rerun the same command to redo it "
+                                             f"(complete points are kept)", _secrets(ctx))) from None
             new_offset = _copy_log_slice(log_path, log_offset, pdir / "server.log")
             scrub_files(pdir, _secrets(ctx))
             compress_large(pdir)
