@@ -88,9 +88,9 @@ reproduce: export IW_RIG = $(value RIG)
 reproduce: export IW_ARGS = $(value ARGS)
 reproduce:
 	@if [ "$(PYTHON)" = "$(VENV_PY)" ]; then $(MAKE) -s setup; fi
-	@checked=$$(PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall check-args --part "$$IW_PART" --rig "$$IW_RIG"); \
+	@checked=$$(PYTHONPATH="$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH}" $(PYTHON) -m inference_wall check-args --part "$$IW_PART" --rig "$$IW_RIG"); \
 	if [[ $$checked == *"needs: make vllm-gpu"* && " $$IW_ARGS " != *" --python"* ]]; then $(MAKE) -s vllm-gpu; fi
-	PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall reproduce --part "$$IW_PART" --rig "$$IW_RIG" --args-from-env
+	PYTHONPATH="$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH}" $(PYTHON) -m inference_wall reproduce --part "$$IW_PART" --rig "$$IW_RIG" --args-from-env
 
 # ARGS as words (bash word splitting of the variable, globbing off): never evaluated as shell code.
 bench: export IW_ARGS = $(value ARGS)

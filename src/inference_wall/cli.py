@@ -82,9 +82,14 @@ def split_args(text: str) -> list[str]:
     lex = shlex.shlex(text, posix=True)
     lex.whitespace_split, lex.quotes, lex.commenters = True, "'", ""
     try:
-        return list(lex)
+        words = list(lex)
     except ValueError as e:
         raise UserError(f"ARGS {text!r}: {e} (quote with single quotes: ARGS=\"--set 'caps=[1, 4]'\")") from None
+    split = next((w for w in words if w.count('"') % 2), None)
+    if split is not None:  # a double-quoted value with a space, cut in two: "my data" gave '"my' and 'data"'
+        raise UserError(f"ARGS {text!r}: double quotes do not group words in ARGS (they stay as text, for JSON); "
+                        f"quote a value with spaces in single quotes: ARGS=\"--data-dir 'my data'\"")
+    return words
 
 
 def main(argv: list[str] | None = None) -> int:
