@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from inference_wall import cli
+from inference_wall import cli, parts
 from inference_wall.errors import UserError
 from inference_wall.records import store
 
@@ -336,6 +336,35 @@ def test_a_partial_rerun_that_would_mix_settings_is_refused(command, part, remov
         monkeypatch.setattr(cli, "_check_machine", lambda request: (_ for _ in ()).throw(UserError("reached")))
         assert cli.main([command, "--part", number, "--rig", "cpu-tiny", "--data-dir", str(linked_data), *argv]) == 2
         assert capsys.readouterr().err.strip() == "error: reached"
+
+
+@pytest.mark.parametrize("command", ["sweep", "reproduce"])
+def test_a_gpu_run_beside_another_run_is_refused_before_its_kernel_unless_asked(command, tmp_path, monkeypatch, capsys):
+    """Before, a second run on one GPU was warned about and then measured under the first's load."""
+    import psutil
+
+    from inference_wall.run import gpuenv, server
+
+    monkeypatch.setattr(server, "REGISTRY", tmp_path / "registry")
+    monkeypatch.setattr(gpuenv, "check_machine", lambda *a, **k: None)  # a GPU host, as far as this test goes
+    monkeypatch.setattr(cli, "_reproduce", lambda *a: pytest.fail("the notebook started"))
+    monkeypatch.setattr(parts, "run_request", lambda *a, **k: pytest.fail("the sweep started"))
+    server.REGISTRY.mkdir()
+    (server.REGISTRY / "other.json").write_text(json.dumps({
+        "pgid": os.getpgid(0), "port": 8123, "cmd": ["x"], "create_time": 0.0, "owner_pid": os.getppid(),
+        "owner_started": psutil.Process(os.getppid()).create_time(), "run": {"part": "01-hit-the-wall", "rig": "h200"}}))
+    argv = [command, "--part", "3", "--rig", "my-gpu", "--data-dir", str(tmp_path), "--python", sys.executable]
+    monkeypatch.setattr("inference_wall.parts.runrequest.check_python", lambda python: None)
+    (tmp_path / "models").symlink_to(ROOT / "data" / "models")
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: another run is serving on this machine's GPU: part "
+                                               "01-hit-the-wall on rig h200") and "--allow-shared" in err[0], err
+    monkeypatch.setattr(cli, "_reproduce", lambda *a: 0)
+    from inference_wall.run.sweep import SweepReport
+
+    monkeypatch.setattr(parts, "run_request", lambda *a, **k: SweepReport())
+    assert cli.main([*argv, "--allow-shared"]) == 0
 
 
 def _refused_up_front(monkeypatch, capsys, argv) -> str:

@@ -221,16 +221,20 @@ def _writer(request: RunRequest):
 
 def _check_machine(request: RunRequest) -> RunRequest:
     """After the cheap checks and the lock, before any server: the rig's model preset exists, this machine can
-    run the rig (a GPU rig needs an NVIDIA GPU); a GPU rig's vLLM defaults to .venv-vllm-gpu once built."""
+    run the rig (a GPU rig needs an NVIDIA GPU, and no other run serving on it unless --allow-shared); a GPU rig's
+    vLLM defaults to .venv-vllm-gpu once built."""
     from .run import gpuenv
     from . import parts
     from .model.modelkit import preset_dir
     from .records.store import part_number
 
+    from .run.server import check_shared_machine
+
     profile, params = request.planned.profile, request.planned.params
     preset_dir(profile.model_preset, request.data_dir)
     gpuenv.check_machine(profile, part=part_number(request.part),  # named as make's PART= in its advice
                          gpus_needed=parts.protocol_of(request.part).gpus_needed(params))
+    check_shared_machine(not gpuenv.is_cpu_rig(profile), request.allow_shared)  # the sweep warns, once
     return request if request.python else replace(request, python=gpuenv.gpu_vllm_python(profile))
 
 

@@ -163,7 +163,7 @@ def run_request(request: RunRequest, progress: bool = True, measure_bandwidth: b
                        rig_info=rig_info, budget_s=request.budget_min * 60 if request.budget_min else None,
                        serve_args=list(SERVE_ARGS), server_env=dict(SERVER_ENV), progress=progress,
                        extra_manifest={"parameters": params}, redo_changed=request.redo_changed,
-                       lock_holder=request.lock_holder)
+                       lock_holder=request.lock_holder, allow_shared=request.allow_shared)
     return run_sweep(plans, ctx)
 
 

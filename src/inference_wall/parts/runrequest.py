@@ -149,6 +149,7 @@ class RunRequest:
     python: str | None = None  # the interpreter that imports vllm; None: server.vllm_python's default
     overrides: dict = field(default_factory=dict)  # --set, parsed
     redo_changed: bool = False
+    allow_shared: bool = False  # run on a GPU another run is serving on (--allow-shared)
     # Set by `reproduce` for its notebook's kernel: the note of the writer lock it holds for the whole run (the
     # kernel's sweep checks it and takes no lock of its own), and the file the kernel writes the sweep's report to.
     lock_holder: dict | None = None
@@ -186,6 +187,9 @@ class RunRequest:
         p.add_argument("--redo-changed", action="store_true",
                        help="make again the complete points whose recorded settings (workload, flags, model, passes) "
                             "differ from this plan's; without it such a point is refused, naming the difference")
+        p.add_argument("--allow-shared", action="store_true",
+                       help="run a GPU rig although another run is serving on this machine (refused without it: the "
+                            "two measure each other's load); its points record the other run either way")
 
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> RunRequest:
@@ -198,7 +202,7 @@ class RunRequest:
         request = cls(part=part_name(args.part), rig=check_run_rig(args.rig), data_dir=_data_folder(args.data_dir),
                       model_source=args.model_source, points=tuple(args.points) if args.points else None,
                       budget_min=args.budget_min, python=args.python, overrides=parse_overrides(args.set),
-                      redo_changed=args.redo_changed)
+                      redo_changed=args.redo_changed, allow_shared=args.allow_shared)
         check_budget(request.budget_min)
         request = request.validated()
         if not request.redo_changed:  # before any model is prepared or server started

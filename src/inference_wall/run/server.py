@@ -268,11 +268,7 @@ def other_runs_servers() -> list[dict]:
     return out
 
 
-def shared_machine_warning() -> str | None:
-    """One line naming every other live run's server (see other_runs_servers), or None when there is none."""
-    records = other_runs_servers()
-    if not records:
-        return None
+def _named(records: list[dict]) -> str:
     named = []
     for r in records:
         run = r.get("run") or {}
@@ -280,8 +276,78 @@ def shared_machine_warning() -> str | None:
         where = f" ({run['rig_dir']})" if run.get("rig_dir") else ""
         named.append(f"{what}{where}, run pid {r.get('owner_pid', '?')}, server pid {r['pgid']} on port "
                      f"{r.get('port', '?')}")
-    return (f"warning: another run is serving on this machine: {'; '.join(named)}; the GPU is shared, so both runs' "
-            f"numbers may be disturbed (wait for it to end, or stop it, for clean measurements)")
+    return "; ".join(named)
+
+
+def shared_machine_warning() -> str | None:
+    """One line naming every other live run's server (see other_runs_servers), or None when there is none."""
+    records = other_runs_servers()
+    if not records:
+        return None
+    return (f"warning: another run is serving on this machine: {_named(records)}; the GPU is shared, so both runs' "
+            f"numbers may be disturbed (wait for it to end, or stop it, for clean measurements; the points measured "
+            f"beside it are flagged on the pages)")
+
+
+def check_shared_machine(gpu: bool, allow_shared: bool) -> str | None:
+    """Before a run's first server: on a GPU rig, another live run's server refuses this run in one line unless it
+    was asked to share (--allow-shared); otherwise the warning line (None when no other run serves)."""
+    records = other_runs_servers()
+    if records and gpu and not allow_shared:
+        raise UserError(f"another run is serving on this machine's GPU: {_named(records)}; two runs on one GPU "
+                        f"measure each other's load: wait for it to end or stop it, or pass --allow-shared "
+                        f"(make reproduce ... ARGS=--allow-shared) to run beside it, its points flagged as shared")
+    return shared_machine_warning() if records else None
+
+
+def overlap_record(record: dict) -> dict:
+    """What a point records of another run's server seen while it was measured (its manifest's `shared_with`)."""
+    run = record.get("run") or {}
+    return {"part": run.get("part"), "rig": run.get("rig"), "rig_dir": run.get("rig_dir"),
+            "run_pid": record.get("owner_pid"), "server_pid": record.get("pgid"), "port": record.get("port")}
+
+
+class OtherRuns:
+    """The other live runs' servers seen on this machine while a server session lasts: a thread looks at the registry
+    every `every_s` seconds; `since(t)` gives those seen at or after epoch `t` (a point's start), each once."""
+
+    def __init__(self, every_s: float = 2.0):
+        self.every_s = every_s
+        self._seen: dict[tuple, dict] = {}  # (run pid, server pid) -> overlap_record with "last_seen"
+        self._stop = None
+        self._thread = None
+
+    def look(self) -> None:
+        now = time.time()
+        for record in other_runs_servers():
+            key = (record.get("owner_pid"), record.get("pgid"))
+            self._seen[key] = {**self._seen.get(key, overlap_record(record)), "last_seen": now}
+
+    def start(self) -> "OtherRuns":
+        import threading
+
+        self._stop = threading.Event()
+        self.look()
+        self._thread = threading.Thread(target=self._run, name="other-runs", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                self.look()
+            except Exception:  # noqa: BLE001 - a registry file mid-write: the next look reads it
+                continue
+
+    def since(self, t: float) -> list[dict]:
+        self.look()
+        return [{k: v for k, v in r.items() if k != "last_seen"} for r in self._seen.values() if r["last_seen"] >= t]
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=self.every_s + 5)
+            self._thread = None
 
 
 def reap_orphans() -> list[int]:

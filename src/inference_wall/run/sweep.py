@@ -37,8 +37,9 @@ from ..records.record import new_manifest, read_manifest, read_record
 from ..records.redact import (redact_argv, redact_record, redact_server_info, scrub_files, scrub_text,
                               secret_values)
 from .rig import RigProfile
-from .server import (ServerSpec, TerminateAsInterrupt, VllmServer, api_keys, session_dir, shared_machine_warning,
-                     stop_requested)
+from .gpuenv import is_cpu_rig
+from .server import (OtherRuns, ServerSpec, TerminateAsInterrupt, VllmServer, api_keys, check_shared_machine,
+                     session_dir, stop_requested)
 from ..records.store import (artefact_records, compress_large, fresh_point_dir, is_complete,
                     request_throughput, write_failed, write_json_atomic)
 
@@ -103,6 +104,9 @@ class SweepContext:
     # The note of the writer lock a caller took for the whole run (lock.writer_lock's): the sweep checks it and
     # takes no lock of its own. None: the sweep takes the lock.
     lock_holder: dict | None = None
+    # Another run serving on this machine refuses a GPU rig's run unless this is set (--allow-shared); a point
+    # measured beside another run records it either way (its manifest's `shared_with`).
+    allow_shared: bool = False
 
 
 @dataclass
@@ -178,7 +182,8 @@ def _run_sweep_locked(plans: list[PointPlan], names: list[str], ctx: SweepContex
     if todo:
         check_same_machine(ctx.rig.name, ctx.rig_dir.parent.parent, ctx.rig_info)
         check_budget(ctx.budget_s / 60 if ctx.budget_s is not None else None)
-        shared = shared_machine_warning()  # before the first server: two runs on one GPU disturb each other
+        # before the first server: two runs on one GPU disturb each other (a GPU rig's is refused unless allowed)
+        shared = check_shared_machine(not is_cpu_rig(ctx.rig), ctx.allow_shared)
         if shared:
             print(shared, file=sys.stderr, flush=True)
     report.skipped = [n for n in names if n not in todo]
@@ -285,6 +290,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
     client = client_env(spec, ctx.rig.env)
     bar.set_postfix_str(f"starting server for {first.name}")
     forks = None
+    others = OtherRuns().start()  # another run's servers seen during a point: its manifest says so
     try:
         # the bench client's imports (15-30 s) overlap the server's start, and are paid once per session
         forks = BenchForkServer(ctx.python, client, tmp / "bench-fork.log") if BenchForkServer.enabled() else None
@@ -319,7 +325,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
             if point.cold_start and index != 0:
                 raise ValueError(f"{point.name} measures a cold server and must come first in its session")
             bar.set_postfix_str(point.name)
-            t_point = time.monotonic()
+            t_point, point_started = time.monotonic(), time.time()
             pdir = fresh_point_dir(ctx.rig_dir / point.name, replace_complete=ctx.redo_changed)
             records: list[dict] = []
             try:
@@ -388,13 +394,15 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
             scrub_files(pdir, _secrets(ctx))
             compress_large(pdir)
             manifest = _manifest(point, ctx, model, records, {**session, "index": index, "log_slice": [log_offset, new_offset],
-                                                              "has_startup": index == 0}, "complete", pdir)
+                                                              "has_startup": index == 0}, "complete", pdir,
+                                 shared=others.since(point_started))
             write_json_atomic(pdir / "manifest.json", manifest)
             log_offset = new_offset
             durations.append(time.monotonic() - t_point)
             report.done.append(point.name)
             bar.update(1)
     finally:
+        others.stop()
         if forks is not None:
             forks.close()
         server.stop()
@@ -489,13 +497,15 @@ def _secrets(ctx: SweepContext) -> set[str]:
 
 
 def _manifest(point: PointPlan, ctx: SweepContext, model: ModelSpec, records: list[dict], session: dict | None,
-              status: str, pdir: Path, error: str | None = None) -> dict:
+              status: str, pdir: Path, error: str | None = None, shared: list[dict] | None = None) -> dict:
     records = [{**r, "command": redact_argv(r["command"])} if "command" in r else r for r in records]
     if session and session.get("server_command"):
         session = {**session, "server_command": redact_argv(session["server_command"])}
     # new_manifest: the fields checked as a typed, versioned record.PointRecord (format included)
-    return redact_record(new_manifest(_manifest_fields(point, ctx, model, records, session, status, pdir, error)),
-                         _secrets(ctx))
+    fields = _manifest_fields(point, ctx, model, records, session, status, pdir, error)
+    if shared:  # other runs' servers on this machine during the point: the pages flag it
+        fields["shared_with"] = shared
+    return redact_record(new_manifest(fields), _secrets(ctx))
 
 
 def _manifest_fields(point: PointPlan, ctx: SweepContext, model: ModelSpec, records: list[dict],
