@@ -312,21 +312,28 @@ class OtherRuns:
     every `every_s` seconds; `since(t)` gives those seen at or after epoch `t` (a point's start), each once."""
 
     def __init__(self, every_s: float = 2.0):
+        import threading
+
         self.every_s = every_s
         self._seen: dict[tuple, dict] = {}  # (run pid, server pid) -> overlap_record with "last_seen"
-        self._stop = None
+        self._lock = threading.Lock()  # the thread's looks and a point's since() both write _seen
+        self._stop = threading.Event()
         self._thread = None
 
     def look(self) -> None:
+        try:
+            records = other_runs_servers()
+        except Exception:  # noqa: BLE001 - a process or registry file gone mid-look: the next look reads it
+            return
         now = time.time()
-        for record in other_runs_servers():
-            key = (record.get("owner_pid"), record.get("pgid"))
-            self._seen[key] = {**self._seen.get(key, overlap_record(record)), "last_seen": now}
+        with self._lock:
+            for record in records:
+                key = (record.get("owner_pid"), record.get("pgid"))
+                self._seen[key] = {**self._seen.get(key, overlap_record(record)), "last_seen": now}
 
     def start(self) -> "OtherRuns":
         import threading
 
-        self._stop = threading.Event()
         self.look()
         self._thread = threading.Thread(target=self._run, name="other-runs", daemon=True)
         self._thread.start()
@@ -334,14 +341,13 @@ class OtherRuns:
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):
-            try:
-                self.look()
-            except Exception:  # noqa: BLE001 - a registry file mid-write: the next look reads it
-                continue
+            self.look()
 
     def since(self, t: float) -> list[dict]:
         self.look()
-        return [{k: v for k, v in r.items() if k != "last_seen"} for r in self._seen.values() if r["last_seen"] >= t]
+        with self._lock:
+            return [{k: v for k, v in r.items() if k != "last_seen"} for r in self._seen.values()
+                    if r["last_seen"] >= t]
 
     def stop(self) -> None:
         if self._thread is not None:
