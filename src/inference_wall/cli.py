@@ -183,14 +183,13 @@ def _migrate_records(args) -> int:
 def _plan(args) -> int:
     """plan: the part's points for the rig (their status, and what a run would send with --dry-run)."""
     from . import parts
+    from .records.redact import record_secret_values, redact_record
     from .records.store import part_name
+    from .run.rig import profile_secrets
     from .run.sweep import point_status
 
     if args.points and not args.dry_run:
         raise UserError("plan --points lists points only with --dry-run (plan without it lists every point)")
-    from .records.redact import record_secret_values, redact_record
-    from .run.rig import profile_secrets
-
     overrides = parse_overrides(args.set)
     # the checks a run makes before it starts anything (RunRequest.validated): plan prints nothing a run would refuse
     request = RunRequest(part_name(args.part), args.rig, args.data_dir, overrides=overrides).validated()
@@ -227,7 +226,6 @@ def _check_machine(request: RunRequest) -> RunRequest:
     from . import parts
     from .model.modelkit import preset_dir
     from .records.store import part_number
-
     from .run.server import check_shared_machine
 
     profile, params = request.planned.profile, request.planned.params
