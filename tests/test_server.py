@@ -274,3 +274,29 @@ def test_another_live_runs_server_is_named_in_one_warning_line(tmp_path, monkeyp
     assert server.shared_machine_warning() is None
     _other_runs_entry(tmp_path, os.getppid(), owner_started=1.0)
     assert server.shared_machine_warning() is None
+
+
+def test_a_watchdog_whose_owner_is_already_gone_or_another_process_ends_the_group_at_once():
+    """An owner gone before its watchdog started (a kill between the server's start and the watchdog's), or a pid
+    that names a later process (its start differs): the group ends at the watchdog's first look. A live owner keeps
+    it; the watchdog ends with its group."""
+    from inference_wall.run.server import group_alive, start_watchdog
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    me = (os.getpid(), psutil.Process().create_time())
+    cases = {"gone": [me, (dead.pid, time.time())], "reused": [(me[0], me[1] - 3600)], "alive": [me]}
+    groups = {name: subprocess.Popen(["sleep", "60"], start_new_session=True) for name in cases}
+    dogs = {name: start_watchdog(groups[name].pid, owners) for name, owners in cases.items()}
+    try:
+        for name in ("gone", "reused"):
+            assert groups[name].wait(10) is not None, name
+            assert dogs[name].wait(10) == 0, name
+        assert groups["alive"].poll() is None and dogs["alive"].poll() is None
+        groups["alive"].kill()
+        groups["alive"].wait()
+        assert dogs["alive"].wait(10) == 0 and not group_alive(groups["alive"].pid)
+    finally:
+        for p in (*groups.values(), *dogs.values()):
+            p.kill()
+            p.wait()

@@ -6,15 +6,15 @@ process that started it (PR_SET_PDEATHSIG), but vLLM's engine and worker process
 with the GPU's memory. This process, started beside each server in a session of its own too, watches the run's
 processes and the server's group:
 
-- an owner gone (its pid no longer runs, is a zombie, or is now another process: its start time differs): the group
+- an owner gone (its pid no longer runs, is a zombie, or is now another process: its start differs): the group
   gets SIGTERM, then SIGKILL after GRACE_S; the files named by --forget (the server's registry entry, its session's
   temporary folder) are removed; the watchdog ends;
 - the group gone (no member but zombies: its server was stopped): the watchdog ends, its work done.
 
 It outlives nothing: not its server, and not the run by more than GRACE_S and a poll.
 
-Run by server.start_watchdog with the stdlib only (`python -I -S _watchdog.py PGID PID:START ... [--forget PATH
-...]`, START: the owner's start in seconds since the epoch, as psutil's create_time gives it).
+Run by server.start_watchdog with the stdlib only (`python -I -S _watchdog.py PGID PID:TICKS ... [--forget PATH
+...]`, TICKS: the owner's start in clock ticks since boot, start_ticks).
 """
 import os
 import shutil
@@ -36,17 +36,13 @@ def _stat(pid: int) -> list[str] | None:
     return data.rsplit(b")", 1)[1].decode().split()
 
 
-def _boot_time() -> float:
-    with open("/proc/stat") as f:
-        return float(next(line.split()[1] for line in f if line.startswith("btime")))
-
-
-def started(pid: int, boot: float) -> float | None:
-    """When `pid` started, in seconds since the epoch (psutil's create_time), or None when it is gone or a zombie."""
+def start_ticks(pid: int) -> int | None:
+    """When `pid` started, in clock ticks since boot (/proc/PID/stat's starttime: a pid reused by a later process has
+    another, and no clock change moves it), or None when it is gone or a zombie."""
     fields = _stat(pid)
     if fields is None or fields[0] in ("Z", "X"):
         return None
-    return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return int(fields[19])
 
 
 def members(pgid: int) -> list[int]:
@@ -84,15 +80,13 @@ def end_group(pgid: int, grace_s: float = GRACE_S) -> None:
         _wait_gone(pgid, 5.0)
 
 
-def watch(pgid: int, owners: list[tuple[int, float]], forget: list[str]) -> str:
+def watch(pgid: int, owners: list[tuple[int, int]], forget: list[str]) -> str:
     """Poll until the group is gone ('stopped') or an owner is ('ended'); in the second case end the group."""
-    boot = _boot_time()
     while True:
         if not members(pgid):
             return "stopped"
-        for pid, start in owners:
-            now = started(pid, boot)
-            if now is None or abs(now - start) > 1.0:
+        for pid, ticks in owners:
+            if start_ticks(pid) != ticks:
                 end_group(pgid)
                 for path in forget:
                     if os.path.isdir(path):
@@ -109,7 +103,7 @@ def watch(pgid: int, owners: list[tuple[int, float]], forget: list[str]) -> str:
 def main(argv: list[str]) -> int:
     forget = argv[argv.index("--forget") + 1:] if "--forget" in argv else []
     args = argv[:argv.index("--forget")] if "--forget" in argv else argv
-    owners = [(int(pid), float(start)) for pid, start in (a.split(":", 1) for a in args[1:])]
+    owners = [(int(pid), int(ticks)) for pid, ticks in (a.split(":", 1) for a in args[1:])]
     watch(int(args[0]), owners, forget)
     return 0
 

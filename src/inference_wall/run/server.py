@@ -118,8 +118,15 @@ WATCHDOG = Path(__file__).with_name("_watchdog.py")
 def start_watchdog(pgid: int, owners: list[tuple[int, float]], forget: list[Path] = ()) -> subprocess.Popen:
     """The server group's watchdog (_watchdog.py): a process in a session of its own that ends group `pgid` once
     one of `owners` (pid, start time as psutil's create_time) is gone, SIGKILL included, removing the files in
-    `forget`; it ends by itself when the group does."""
-    args = [str(pgid), *(f"{pid}:{start!r}" for pid, start in owners)]
+    `forget`; it ends by itself when the group does. An owner already gone (or whose pid another process has) ends
+    the group at the watchdog's first look."""
+    from ._watchdog import start_ticks
+
+    def ticks(pid: int, start: float) -> int:  # the owner's start as the watchdog reads it; -1: gone already
+        found = start_ticks(pid) if _owner_alive(pid, start) else None
+        return -1 if found is None else found
+
+    args = [str(pgid), *(f"{pid}:{ticks(pid, start)}" for pid, start in owners)]
     if forget:
         args += ["--forget", *map(str, forget)]
     return subprocess.Popen([sys.executable, "-I", "-S", str(WATCHDOG), *args], stdin=subprocess.DEVNULL,
