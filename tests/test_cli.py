@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from inference_wall import cli
+from inference_wall import cli, parts
+from inference_wall.errors import UserError
 from inference_wall.records import store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -308,6 +309,64 @@ def test_a_sweep_with_settings_other_than_the_complete_points_is_refused_up_fron
     assert flood and flood[0].endswith("complete, made otherwise (workload input_len: made with 32, the plan has 64)")
 
 
+@pytest.mark.parametrize("command", ["sweep", "reproduce"])
+@pytest.mark.parametrize("part, removed, extra, named", [
+    # --points picks points of a plan whose other complete points were made at 32: before, compared were the picked
+    # points only (none complete), and the run went ahead, leaving the folder with both
+    ("01-hit-the-wall", ["flood"], ["--points", "flood", "--set", "input_len=64"], "point cold-warm of "),
+    # the plan holds cap 4 alone; cap 1 outside it was made at 32, and would sit beside cap 4 at 64
+    ("03-batching-cliff", ["mns-004"], ["--set", "caps=[4]", "--set", "input_len=64"], "point mns-001 of "),
+])
+def test_a_partial_rerun_that_would_mix_settings_is_refused(command, part, removed, extra, named, linked_data,
+                                                            monkeypatch, capsys):
+    import shutil
+
+    number = part[:2].lstrip("0")
+    folder = linked_data / "runs" / part / "cpu-tiny"
+    shutil.copytree(ROOT / "data" / "runs" / part / "cpu-tiny", folder)
+    for name in removed:
+        shutil.rmtree(folder / name)
+    line = _refused_up_front(monkeypatch, capsys, [command, "--part", number, "--rig", "cpu-tiny", "--data-dir",
+                                                   str(linked_data), *extra])
+    assert named in line and "workload input_len: made with 32, the plan has 64" in line and "--redo-changed" in line
+    # with the settings the folder was made with, or --redo-changed, the run goes on to the machine check
+    at = extra.index("input_len=64")
+    same = extra[:at - 1] + extra[at + 1:]
+    for argv in (same, [*extra, "--redo-changed"]):
+        monkeypatch.setattr(cli, "_check_machine", lambda request: (_ for _ in ()).throw(UserError("reached")))
+        assert cli.main([command, "--part", number, "--rig", "cpu-tiny", "--data-dir", str(linked_data), *argv]) == 2
+        assert capsys.readouterr().err.strip() == "error: reached"
+
+
+@pytest.mark.parametrize("command", ["sweep", "reproduce"])
+def test_a_gpu_run_beside_another_run_is_refused_before_its_kernel_unless_asked(command, tmp_path, monkeypatch, capsys):
+    """Before, a second run on one GPU was warned about and then measured under the first's load."""
+    import psutil
+
+    from inference_wall.run import gpuenv, server
+
+    monkeypatch.setattr(server, "REGISTRY", tmp_path / "registry")
+    monkeypatch.setattr(gpuenv, "check_machine", lambda *a, **k: None)  # a GPU host, as far as this test goes
+    monkeypatch.setattr(cli, "_reproduce", lambda *a: pytest.fail("the notebook started"))
+    monkeypatch.setattr(parts, "run_request", lambda *a, **k: pytest.fail("the sweep started"))
+    server.REGISTRY.mkdir()
+    (server.REGISTRY / "other.json").write_text(json.dumps({
+        "pgid": os.getpgid(0), "port": 8123, "cmd": ["x"], "create_time": 0.0, "owner_pid": os.getppid(),
+        "owner_started": psutil.Process(os.getppid()).create_time(), "run": {"part": "01-hit-the-wall", "rig": "h200"}}))
+    argv = [command, "--part", "3", "--rig", "my-gpu", "--data-dir", str(tmp_path), "--python", sys.executable]
+    monkeypatch.setattr("inference_wall.parts.runrequest.check_python", lambda python: None)
+    (tmp_path / "models").symlink_to(ROOT / "data" / "models")
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: another run is serving on this machine's GPU: part "
+                                               "01-hit-the-wall on rig h200") and "--allow-shared" in err[0], err
+    monkeypatch.setattr(cli, "_reproduce", lambda *a: 0)
+    from inference_wall.run.sweep import SweepReport
+
+    monkeypatch.setattr(parts, "run_request", lambda *a, **k: SweepReport())
+    assert cli.main([*argv, "--allow-shared"]) == 0
+
+
 def _refused_up_front(monkeypatch, capsys, argv) -> str:
     """cli.main(argv) exits 2 with one line before the machine check (and so before any model or server)."""
     monkeypatch.setattr(cli, "_check_machine", lambda args: pytest.fail("got past the up-front checks"))
@@ -335,9 +394,12 @@ def _refused_up_front(monkeypatch, capsys, argv) -> str:
     (["--rig", "My_Rig"], "bad rig name 'My_Rig'"),
     (["--set", "input_len=[64"], "--set input_len: value '[64' is not JSON"),
     (["--set", "input_len"], "--set needs KEY=JSON, got 'input_len'"),
-    (["--set", 'input_len="64"'], "--set: input_len must be a number, not a string"),
+    (["--set", 'input_len="64"'], '--set: input_len must be a whole number, not "64"'),
+    (["--set", "input_len=64.5"], "--set: input_len must be a whole number, not 64.5"),
+    (["--set", "target_window_s=NaN"], "--set: target_window_s must be a number, not NaN"),
+    (["--set", 'decode_batches=["x"]'], '--set: decode_batches must be a list of whole numbers, not ["x"]'),
+    (["--set", 'rates_rps=[1, "4"]'], '--set: rates_rps must be a list of numbers, not [1, "4"]'),
     # a value of the right kind that the plan cannot use: a traceback before
-    (["--set", 'decode_batches=["x"]'], "part 01-hit-the-wall cannot plan with these values (TypeError:"),
     (["--part", "2", "--set", "prompt_lens=[]"], "part 02-prefill-freeze cannot plan with these values (ValueError:"),
     # a plan of no point ran nothing and said "done 0"
     (["--part", "6", "--set", "configs=[]"], "part 06-past-one-gpu on rig my-rig plans no point"),
@@ -360,6 +422,59 @@ def test_a_profile_overriding_an_unknown_part_or_parameter_is_refused_before_any
     line = _refused_up_front(monkeypatch, capsys, ["sweep", "--part", "1", "--rig", "my-rig", "--data-dir",
                                                    str(tmp_path)])
     assert named in line and "my-rig" in line
+
+
+@pytest.mark.parametrize("command", ["plan", "sweep", "reproduce"])
+@pytest.mark.parametrize("overrides, named", [
+    # before, a run took these: the first failed after the server's warm-up (can't multiply sequence by non-int of
+    # type 'float', naming neither), the second ran and recorded caps [1, "4"]; --set refused the first at once
+    ({"03-batching-cliff": {"min_window_s": "2"}}, 'overrides of part 03-batching-cliff: min_window_s must be a '
+                                                   'number, not "2"'),
+    ({"03-batching-cliff": {"caps": [1, "4"]}}, 'overrides of part 03-batching-cliff: caps must be a list of whole '
+                                                'numbers, not [1, "4"]'),
+    ({"01-hit-the-wall": {"input_len": 32.5}}, "overrides of part 01-hit-the-wall: input_len must be a whole number, "
+                                               "not 32.5"),
+])
+def test_a_profile_override_of_the_wrong_kind_is_refused_by_the_rule_set_follows(command, overrides, named, tmp_path,
+                                                                                 monkeypatch, capsys):
+    (tmp_path / "rigs").mkdir()
+    (tmp_path / "rigs" / "my-rig.json").write_text(json.dumps({"overrides": overrides}))
+    monkeypatch.setattr(cli, "_writer", lambda request: pytest.fail("took the lock"))
+    line = _refused_up_front(monkeypatch, capsys, [command, "--part", "3", "--rig", "my-rig", "--data-dir",
+                                                   str(tmp_path)])
+    assert line == f"error: {tmp_path / 'rigs' / 'my-rig.json'}: {named}"
+
+
+@pytest.mark.parametrize("command", ["plan", "sweep", "reproduce"])
+@pytest.mark.parametrize("profile, named", [
+    ({"serve_arg": ["--enforce-eager"]}, "unknown keys ['serve_arg']"),
+    ({"overrides": {"03-batching-cliff": {"capz": [1]}}}, "unknown parameter(s) ['capz'] for part 03-batching-cliff"),
+])
+def test_a_bad_profile_of_another_rig_is_refused_before_a_run_not_at_its_page(command, profile, named, tmp_path,
+                                                                           monkeypatch, capsys):
+    """The pages read every rig's profile: before, a schema-invalid profile of another rig failed a clean run's page
+    render after its points were measured (rc 2 at the end of the run)."""
+    (tmp_path / "rigs").mkdir()
+    (tmp_path / "rigs" / "other-rig.json").write_text(json.dumps(profile))
+    line = _refused_up_front(monkeypatch, capsys, [command, "--part", "3", "--rig", "my-rig", "--data-dir",
+                                                   str(tmp_path)])
+    assert "other-rig" in line and named in line
+
+
+@pytest.mark.parametrize("value, named", [('"32"', 'input_len must be a whole number, not "32"'),
+                                          ("32.5", "input_len must be a whole number, not 32.5")])
+def test_plan_refuses_what_a_run_refuses_in_one_line(value, named, tmp_path, capsys):
+    """Before, plan --set input_len='"32"' ended in a traceback (cli._plan_header) and input_len=32.5 printed a plan."""
+    rc = cli.main(["plan", "--part", "3", "--rig", "my-rig", "--data-dir", str(tmp_path), "--set", f"input_len={value}"])
+    captured = capsys.readouterr()
+    assert rc == 2 and captured.out == "" and captured.err.strip().splitlines() == [
+        f"error: --set: {named} (see `plan --part 03-batching-cliff --rig my-rig`)"]
+
+
+def test_every_committed_profile_passes_the_rule_for_its_overrides():
+    from inference_wall.parts.runrequest import check_every_profile
+
+    check_every_profile(ROOT / "data")
 
 
 def test_plan_never_prints_a_secret_of_the_profile(tmp_path, capsys):

@@ -53,11 +53,64 @@ def test_the_readmes_args_example_reaches_the_cli_with_its_quotes(tmp_path):
         assert len(errors) == 1 and "--budget-min 2 is below what one point needs" in errors[0], res.stderr
 
 
+def test_make_reproduce_runs_in_a_clone_under_a_path_with_a_space(tmp_path):
+    """Before, the recipe's PYTHONPATH=$(CURDIR)/src was unquoted: `/bin/bash: line 1: space/repo/src: No such file or
+    directory` (make Error 127) before the CLI ran. Now the CLI runs and refuses ARGS' budget (its first check)."""
+    import os
+    import shutil
+    import sys
+
+    clone = tmp_path / "a space" / "repo"
+    clone.mkdir(parents=True)
+    shutil.copy(ROOT / "Makefile", clone)
+    (clone / "src").symlink_to(ROOT / "src")
+    env = {k: v for k, v in os.environ.items() if k not in ("IW_ARGS", "ARGS", "PYTHONPATH")}
+    res = subprocess.run(["make", "-s", "reproduce", "PART=3", "RIG=cpu-tiny", f"PYTHON={sys.executable}",
+                          "ARGS=--budget-min 2"], cwd=clone, capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode != 0 and "No such file or directory" not in res.stderr, res.stderr
+    assert [line for line in res.stderr.splitlines() if line.startswith("error:")] == [
+        "error: --budget-min 2 is below what one point needs (about 6 min: a server start, 5 min, and a point, 1 min); "
+        "give at least 6"], res.stderr
+
+
+def test_a_double_quoted_value_with_a_space_in_args_is_refused_naming_single_quotes(tmp_path):
+    """ARGS keeps double quotes as text (JSON's): before, --data-dir "my data" was cut into '"my' and 'data"' and
+    refused as an unrecognized argument, without a word on how to quote it."""
+    res = _reproduce(tmp_path, "3", '--data-dir "my data"')
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "double quotes do not group words" in errors[0], res.stderr
+    assert "ARGS=\"--data-dir 'my data'\"" in errors[0]
+    spaced = tmp_path / "my data"
+    res = _reproduce(tmp_path, "3", f"--data-dir '{spaced}'")  # single quotes group: the CLI reads the folder
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "--budget-min 2 is below what one point needs" in errors[0], res.stderr
+
+
 def test_make_bench_passes_args_as_words_only(tmp_path):
     marker = tmp_path / "evaluated"
     out = subprocess.run(["make", "-n", "bench", f"ARGS=--runs 3 $(touch {marker}); touch {marker}"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60).stdout
     assert "$IW_ARGS" in out and "touch" not in out and not marker.exists()
+
+
+def test_make_test_without_chromium_stops_at_once_naming_the_command(tmp_path):
+    """Before, a machine without Chromium ran 11 minutes of vLLM tests and then reported 35 errors ("no Chromium at
+    /usr/bin/chromium"). Now make test's first step installs it where it can (.ci/run's apt-get) or stops within
+    seconds naming the command; here the browser is one at a path nothing can install (CHROMIUM_PATH), in a copy of
+    the Makefile and scripts, so that nothing else of make test could run here."""
+    import os
+    import shutil
+    import time
+
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    shutil.copytree(ROOT / "scripts", tmp_path / "scripts")
+    env = {**os.environ, "CHROMIUM_PATH": str(tmp_path / "no" / "chromium")}
+    t0 = time.monotonic()
+    res = subprocess.run(["make", "test"], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert time.monotonic() - t0 < 30 and res.returncode != 0
+    said = res.stdout + res.stderr
+    assert f"no Chromium at {tmp_path / 'no' / 'chromium'}" in said and "sudo apt-get install -y chromium" in said, said
+    assert "-m pytest" not in said and "book_static" not in said, said  # nothing else started
 
 
 def test_make_test_prints_its_slowest_tests():

@@ -88,6 +88,21 @@ def test_the_reader_names_a_manifest_that_is_not_json_or_not_a_record(tmp_path):
     assert str(tmp_path / "manifest.json") in str(err.value)
 
 
+@pytest.mark.parametrize("text", ["{", "[]", json.dumps({"status": "complete"})])
+def test_a_damaged_manifest_is_refused_with_its_remedy(tmp_path, text):
+    """Before, a damaged artefact was refused with a remedy (restore it, or rerun the point) but a damaged manifest
+    only by name."""
+    from inference_wall.records.record import read_record
+
+    (tmp_path / "manifest.json").write_text(text)
+    with pytest.raises(BadRecord) as err:
+        read_record(tmp_path)
+    said = str(err.value)
+    assert "\n" not in said and said.startswith(str(tmp_path / "manifest.json"))
+    assert "restore it from git (git checkout -- manifest.json in its folder)" in said
+    assert "remove the point's folder to make the point again" in said
+
+
 def _format_1_copy(tmp_path, keep_hashes: bool = False) -> tuple[Path, Path]:
     """(data dir, point folder): CAP256's point copied under tmp_path, its manifest as format 1 wrote it (no
     `format`; no `artefacts` unless keep_hashes)."""

@@ -94,3 +94,70 @@ def test_no_committed_data_file_holds_a_secret():
         if hits:
             found[str(f.relative_to(ROOT))] = hits[:3]
     assert not found, found
+
+
+# A profile as a user may write one: keys in flags, tokens in its environment and its notes, a proxy password in a
+# URL, a key in part 6's nested server flags. Before, `plan --dry-run` printed every flag and variable in full, `plan`
+# printed the nested key, and the rigs page showed the URL's password and the notes' tokens.
+LEAKY_SECRETS = {"flag_key": "sk-proj-AAAAbbbbCCCCddddEEEEffff", "flag_token": "hf_abcdefghijklmnopqrstuvwxyz0123456789",
+                 "env_token": "hf_ZZZZabcdefghijklmnopqrstuvwxyz012345", "wandb": "wandb-secret-0123456789",
+                 "proxy_password": "s3cretpass", "notes_hf": "hf_NOTEabcdefghijklmnopqrstuvwxyz0123",
+                 "notes_sk": "sk-NOTEabcdefghijklmnopqrstu", "nested": "nested-secret-key-0123"}
+LEAKY_PROFILE = {
+    "description": "a rig with secrets", "emulates": f"nothing, with {LEAKY_SECRETS['notes_sk']} in its words",
+    "serve_args": ["--api-key", LEAKY_SECRETS["flag_key"], "--hf-token", LEAKY_SECRETS["flag_token"]],
+    "env": {"HF_TOKEN": LEAKY_SECRETS["env_token"], "WANDB_API_KEY": LEAKY_SECRETS["wandb"],
+            "HTTPS_PROXY": f"http://alice:{LEAKY_SECRETS['proxy_password']}@proxy.example:3128"},
+    "notes": [f"token in notes {LEAKY_SECRETS['notes_hf']} and {LEAKY_SECRETS['notes_sk']}"],
+    "overrides": {"06-past-one-gpu": {"config_args": {"tp2": ["--distributed-executor-backend", "mp", "--api-key",
+                                                              LEAKY_SECRETS["nested"]]}}}}
+
+
+@pytest.fixture
+def leaky_data(tmp_path):
+    (tmp_path / "rigs").mkdir()
+    (tmp_path / "rigs" / "leaky.json").write_text(json.dumps(LEAKY_PROFILE))
+    (tmp_path / "models").symlink_to(ROOT / "data" / "models")
+    return tmp_path
+
+
+def _leaks(text: str) -> list[str]:
+    return [name for name, value in LEAKY_SECRETS.items() if value in text] + find_secrets(text)
+
+
+@pytest.mark.parametrize("part", ["3", "6"])
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_no_line_plan_prints_holds_a_secret(part, dry_run, leaky_data, capsys):
+    from inference_wall import cli
+
+    argv = ["plan", "--part", part, "--rig", "leaky", "--data-dir", str(leaky_data)] + (["--dry-run"] if dry_run else [])
+    assert cli.main(argv) == 0
+    out = capsys.readouterr()
+    assert not _leaks(out.out + out.err), _leaks(out.out + out.err)
+    if dry_run:  # the names stay, so a reader sees what the server gets
+        assert "--api-key <redacted>" in out.out and "HF_TOKEN=<redacted>" in out.out
+        assert "HTTPS_PROXY=http://alice:<redacted>@proxy.example:3128" in out.out
+
+
+def test_the_rigs_page_shows_no_secret_of_a_profile(leaky_data):
+    from dataclasses import asdict
+
+    from inference_wall.run.rig import load_profile, rigs_overview, shown
+
+    rows = rigs_overview(leaky_data)
+    (row,) = [r for r in rows if r["rig"] == "leaky"]
+    assert "HTTPS_PROXY=http://alice:<redacted>@proxy.example:3128" in row["env"]
+    text = json.dumps(rows) + json.dumps(asdict(shown(load_profile("leaky", leaky_data))))
+    assert not _leaks(text), _leaks(text)
+
+
+def test_one_redaction_for_text_and_records():
+    from inference_wall.records.redact import redact_record, scrub_text
+
+    line = ("HTTPS_PROXY=https://bob:pw-1234@h:1 git clone https://github.com/x/y --api-key 'a b c d' --hf-token=tok123456 "
+            f"--max-num-batched-tokens 2048 --long-output {LEAKY_SECRETS['notes_hf']}")
+    assert scrub_text(line) == ("HTTPS_PROXY=https://bob:<redacted>@h:1 git clone https://github.com/x/y --api-key "
+                                "<redacted> --hf-token=<redacted> --max-num-batched-tokens 2048 --long-output <redacted>")
+    assert redact_record({"args": {"tp2": ["--api-key", "abcdefgh", "--port", "1"]}}) == \
+        {"args": {"tp2": ["--api-key", REDACTED, "--port", "1"]}}
+    assert find_secrets("http://alice:hunter2@proxy:3128") and not find_secrets("http://alice:<redacted>@proxy:3128")

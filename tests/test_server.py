@@ -140,13 +140,10 @@ def test_a_vllm_api_key_of_the_callers_environment_never_reaches_the_server(monk
     assert api_keys([], {}) == []
 
 
-def test_a_killed_runs_server_group_and_session_folder_are_reaped_by_the_next_plan(tmp_path):
-    """SIGKILL of a run: the server's main process dies with it (PR_SET_PDEATHSIG), but a child in its group (as
-    vLLM's EngineCore is) keeps running, and the session's temporary folder stays. The next command (`plan`
-    here) stops the group and removes the folder at once, saying what it stopped. Before, only the next server
-    start reaped, and no command removed the folder."""
-    from inference_wall.run.server import OWNER_NOTE, group_alive
-
+def _killed_run(tmp_path: Path, kill_watchdog: bool):
+    """A run (this interpreter with a fake vLLM) whose server's interpreter starts a child in the server's group (as
+    vLLM's EngineCore is), SIGKILLed once the server is up, with its watchdog first where `kill_watchdog`:
+    (the run, the server's group, the session folder, env)."""
     state, tmp = tmp_path / "state", tmp_path / "tmp"
     tmp.mkdir()
     engine_core = tmp_path / "python-with-an-engine-core"  # the server's interpreter: starts a child in its group
@@ -159,19 +156,71 @@ def test_a_killed_runs_server_group_and_session_folder_are_reaped_by_the_next_pl
         from inference_wall.run.server import ServerSpec, VllmServer, session_dir
         folder = session_dir("0123456789ab")
         server = VllmServer(ServerSpec(model="m", python={str(engine_core)!r}, startup_timeout_s=60),
-                            folder / "server.log").start()
-        print(server.proc.pid, folder, flush=True)
+                            folder / "server.log", forget=[folder]).start()
+        print(server.proc.pid, folder, server._watchdog.pid, flush=True)
         time.sleep(300)
     """)
     run = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
-    pgid, folder = run.stdout.readline().split()
-    pgid, folder = int(pgid), Path(folder)
+    pgid, folder, watchdog = run.stdout.readline().split()
+    if kill_watchdog:
+        os.kill(int(watchdog), signal.SIGKILL)
+    run.send_signal(signal.SIGKILL)
+    run.wait(10)
+    return run, int(pgid), Path(folder), env
+
+
+def test_a_killed_runs_server_group_is_ended_by_its_watchdog(tmp_path):
+    """SIGKILL of a run: the server's main process dies with it (PR_SET_PDEATHSIG), but a child in its group (as
+    vLLM's EngineCore is) lived on until the next command. The server's watchdog (its own session: a signal to the
+    run's group never reaches it) ends the group within seconds, removes the registry entry and the session folder
+    it was given, and ends itself."""
+    from inference_wall.run.server import group_alive
+
+    run, pgid, folder, env = _killed_run(tmp_path, kill_watchdog=False)
+    try:
+        deadline = time.monotonic() + 15
+        while (group_alive(pgid) or folder.exists()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not group_alive(pgid) and not folder.exists()
+        assert list((Path(env["INFERENCE_WALL_STATE"]) / "servers").glob("*.json")) == []
+        watchdogs = [p for p in psutil.process_iter(["cmdline"]) if "_watchdog.py" in " ".join(p.info["cmdline"] or [])
+                     and str(pgid) in (p.info["cmdline"] or [])]
+        assert all(p.status() == psutil.STATUS_ZOMBIE for p in watchdogs if p.is_running())
+    finally:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_a_stopped_server_takes_its_watchdog_with_it(fake_vllm_env):
+    """A server stopped as usual ends its watchdog too: nothing of it outlives the server."""
+    from inference_wall.run.server import ServerSpec, VllmServer
+
+    server = VllmServer(ServerSpec(model="m", python=sys.executable, startup_timeout_s=60),
+                        fake_vllm_env / "log").start()
+    watchdog = server._watchdog
+    try:
+        assert watchdog.poll() is None
+        server.stop()
+        assert watchdog.poll() is not None
+    finally:
+        server.stop()
+
+
+def test_a_killed_runs_server_group_and_session_folder_are_reaped_by_the_next_plan(tmp_path):
+    """SIGKILL of a run and of its server's watchdog (what a watchdog cannot end): the server's main process dies
+    with the run (PR_SET_PDEATHSIG), but a child in its group (as vLLM's EngineCore is) keeps running, and the
+    session's temporary folder stays. The next command (`plan` here) stops the group and removes the folder at
+    once, saying what it stopped. Before, only the next server start reaped, and no command removed the folder."""
+    from inference_wall.run.server import OWNER_NOTE, group_alive
+
+    run, pgid, folder, env = _killed_run(tmp_path, kill_watchdog=True)
+    state, tmp = Path(env["INFERENCE_WALL_STATE"]), Path(env["TMPDIR"])
     live = tmp / "iw-live-session"  # a live command's session folder: never touched
     live.mkdir()
     (live / OWNER_NOTE).write_text(json.dumps({"pid": os.getpid(), "process_started": psutil.Process().create_time()}))
     try:
-        run.send_signal(signal.SIGKILL)
-        run.wait(10)
         assert folder.name.startswith("iw-0123456789ab-") and folder.is_dir()
         assert group_alive(pgid), "the server's child outlived the killed run (what the reaper is for)"
         res = subprocess.run([sys.executable, "-m", "inference_wall", "plan", "--part", "3", "--rig", "cpu-tiny"],
@@ -225,3 +274,29 @@ def test_another_live_runs_server_is_named_in_one_warning_line(tmp_path, monkeyp
     assert server.shared_machine_warning() is None
     _other_runs_entry(tmp_path, os.getppid(), owner_started=1.0)
     assert server.shared_machine_warning() is None
+
+
+def test_a_watchdog_whose_owner_is_already_gone_or_another_process_ends_the_group_at_once():
+    """An owner gone before its watchdog started (a kill between the server's start and the watchdog's), or a pid
+    that names a later process (its start differs): the group ends at the watchdog's first look. A live owner keeps
+    it; the watchdog ends with its group."""
+    from inference_wall.run.server import group_alive, start_watchdog
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    me = (os.getpid(), psutil.Process().create_time())
+    cases = {"gone": [me, (dead.pid, time.time())], "reused": [(me[0], me[1] - 3600)], "alive": [me]}
+    groups = {name: subprocess.Popen(["sleep", "60"], start_new_session=True) for name in cases}
+    dogs = {name: start_watchdog(groups[name].pid, owners) for name, owners in cases.items()}
+    try:
+        for name in ("gone", "reused"):
+            assert groups[name].wait(10) is not None, name
+            assert dogs[name].wait(10) == 0, name
+        assert groups["alive"].poll() is None and dogs["alive"].poll() is None
+        groups["alive"].kill()
+        groups["alive"].wait()
+        assert dogs["alive"].wait(10) == 0 and not group_alive(groups["alive"].pid)
+    finally:
+        for p in (*groups.values(), *dogs.values()):
+            p.kill()
+            p.wait()

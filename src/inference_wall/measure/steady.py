@@ -98,17 +98,12 @@ def decode_window(frame: pd.DataFrame, batch: int, min_intervals: int = MIN_INTE
     out): the window's tokens per step say how many ran. `allow_prefill`: intervals with prompt tokens count too
     (steps that carry a refill's prefill): the window's `prompt` says how many. None when fewer than
     `min_intervals` intervals qualify."""
-    need = max(1, math.floor(share * batch))
     f = _clean(frame)
-    if len(f) < 2:
+    ok = _decode_intervals(f, batch, share, allow_prefill)
+    if len(ok) < min_intervals:
         return None
     run, prompt = f["running"].to_numpy(), f["prompt_tokens_total"].to_numpy()
     steps, gen, t = f["steps_total"].to_numpy(), f["generation_tokens_total"].to_numpy(), f["t_s"].to_numpy()
-    ok = [i for i in range(len(f) - 1)
-          if run[i] >= need and run[i + 1] >= need and steps[i + 1] > steps[i]
-          and (allow_prefill or prompt[i + 1] == prompt[i])]
-    if len(ok) < min_intervals:
-        return None
     inside = pd.Series([run[i] for i in ok] + [run[ok[-1] + 1]])
     dur = float(sum(t[i + 1] - t[i] for i in ok))
     half = len(ok) // 2
@@ -119,6 +114,40 @@ def decode_window(frame: pd.DataFrame, batch: int, min_intervals: int = MIN_INTE
                   prompt=float(sum(prompt[i + 1] - prompt[i] for i in ok)),
                   running_min=float(inside.min()), running_max=float(inside.max()), running_mean=float(inside.mean()),
                   halves_ms=halves)
+
+
+def _decode_intervals(f: pd.DataFrame, batch: int, share: float, allow_prefill: bool) -> list[int]:
+    """decode_window's intervals of a clean frame: (nearly) `batch` running at both ends, the step counter moving, and
+    (unless `allow_prefill`) no prompt token counted."""
+    if len(f) < 2:
+        return []
+    need = max(1, math.floor(share * batch))
+    run, prompt, steps = f["running"].to_numpy(), f["prompt_tokens_total"].to_numpy(), f["steps_total"].to_numpy()
+    return [i for i in range(len(f) - 1)
+            if run[i] >= need and run[i + 1] >= need and steps[i + 1] > steps[i]
+            and (allow_prefill or prompt[i + 1] == prompt[i])]
+
+
+def no_decode_window(frame: pd.DataFrame, batch: int, min_intervals: int = MIN_INTERVALS, share: float = 0.95
+                     ) -> str | None:
+    """Why a pass has no decode window, even with refills' prefills allowed (decode_window is None both ways), in
+    words a page shows: how many poll intervals held the batch with the engine stepping, without and with prompt
+    tokens, against the `min_intervals` a window needs, and how long the polls spanned. None where it has one.
+
+    A closed loop of a few short requests decodes for a few poll intervals only, and on a loaded machine the
+    engine's counters reach /metrics in bursts (the API server's process waits for a core): the intervals between
+    bursts show no step, the one holding a request's end shows its batch gone, and fewer than `min_intervals` may
+    qualify."""
+    f = _clean(frame)
+    pure, mixed = (len(_decode_intervals(f, batch, share, allow)) for allow in (False, True))
+    if mixed >= min_intervals:
+        return None
+    if len(f) < 2:
+        return f"{len(f)} poll(s) answered during the pass: no interval to read"
+    need = max(1, math.floor(share * batch))
+    span = float(f["t_s"].iloc[-1] - f["t_s"].iloc[0])
+    return (f"{pure} of the pass's {len(f) - 1} poll intervals ({span:.1f} s) held {need} running with the engine "
+            f"stepping and no prompt token, {mixed} with prompt tokens allowed; a window needs {min_intervals}")
 
 
 def steady_window(frame: pd.DataFrame, tolerance: float = 0.05, min_intervals: int = MIN_INTERVALS) -> Window | None:

@@ -13,8 +13,8 @@ from ..run.rig import RigProfile, capture, check_gpu, load_profile
 from .runrequest import RunRequest
 from ..run.server import vllm_python
 from ..records.store import DATA_DIR, REPO, check_run_rig, part_name, rig_dir, write_json_atomic
-from ..run.sweep import (PointPlan, SettingsSource, SweepContext, SweepReport, changed_points, dry_run_lines,
-                     run_sweep)
+from ..run.sweep import (PointPlan, SettingsSource, SweepContext, SweepReport, changed_outside, changed_points,
+                     dry_run_lines, refuse_changed, run_sweep)
 from . import p00, p01, p02, p03, p04, p05, p06
 from .protocol import Part
 
@@ -52,10 +52,18 @@ def parameters(part, rig: str, data_dir: Path | None = None, overrides: dict | N
     return _parameters(protocol_of(part), load_profile(rig, data_dir), overrides)
 
 
-def check_profile_overrides(profile) -> None:
-    """A rig profile's overrides name only known parameters, of every part it overrides (not only the one run)."""
+def check_profile_overrides(profile, data_dir: Path | None = None) -> None:
+    """A rig profile's overrides name only known parameters, of every part it overrides (not only the one run), each
+    of its default's kind (runrequest.parameter_errors: the rule --set follows); a problem names the file."""
+    from .runrequest import parameter_errors
+
     for part in profile.overrides:
-        _parameters(protocol_of(part), profile)
+        spec = protocol_of(part)
+        _parameters(spec, profile)
+        errors = parameter_errors(spec.defaults, profile.for_part(spec.name))
+        if errors:
+            path = Path(data_dir or DATA_DIR) / "rigs" / f"{profile.name}.json"
+            raise UserError(f"{path}: overrides of part {spec.name}: {'; '.join(errors)}")
 
 
 def rig_pools(part, profile, params: dict, data_dir: Path | None = None) -> dict:
@@ -93,10 +101,11 @@ def _asked(plans: list[PointPlan], points, part: str) -> list[PointPlan]:
 @dataclass(frozen=True)
 class PlannedRun:
     """A run request's plan: the rig's profile (with the request's model source), the part's parameters, and the
-    points asked for, in the asked order."""
+    points asked for, in the asked order; `every_point`, the whole plan (--points picks from it)."""
     profile: RigProfile
     params: dict
     plans: list[PointPlan]
+    every_point: list[PointPlan]
 
 
 def planned(request: RunRequest, profile: RigProfile | None = None) -> PlannedRun:
@@ -108,8 +117,8 @@ def planned(request: RunRequest, profile: RigProfile | None = None) -> PlannedRu
             raise UserError(f"unknown model source {request.model_source!r}; valid: {', '.join(MODEL_SOURCES)}")
         profile = replace(profile, model_source=request.model_source)
     params = _parameters(mod.PART, profile, request.overrides)
-    plans = _asked(_plan(mod, params, profile, request.data_dir), request.points, mod.NAME)
-    return PlannedRun(profile, params, plans)
+    every_point = _plan(mod, params, profile, request.data_dir)
+    return PlannedRun(profile, params, _asked(every_point, request.points, mod.NAME), every_point)
 
 
 def settings_source(profile, params: dict) -> SettingsSource:
@@ -119,8 +128,11 @@ def settings_source(profile, params: dict) -> SettingsSource:
 
 
 def changed(run: PlannedRun, folder: Path) -> dict[str, list[str]]:
-    """The complete points in `folder` that this plan would make otherwise (sweep.changed_points)."""
-    return changed_points(run.plans, folder, settings_source(run.profile, run.params))
+    """The complete points in `folder` that the whole plan (not only the points asked for) would make otherwise
+    (sweep.changed_points), and those outside it made otherwise in what all the part's points share
+    (sweep.changed_outside): a partial run cannot leave the folder holding two settings."""
+    src = settings_source(run.profile, run.params)
+    return {**changed_points(run.every_point, folder, src), **changed_outside(run.every_point, folder, src)}
 
 
 def run(part, rig: str, data_dir: Path | None = None, model_source: str | None = None,
@@ -137,6 +149,8 @@ def run_request(request: RunRequest, progress: bool = True, measure_bandwidth: b
     """Run (or resume) what `request` asks for, planned once (the plan validating it built, where it has one)."""
     run_plan = request.planned or planned(request)
     profile, params, plans = run_plan.profile, run_plan.params, run_plan.plans
+    if not request.redo_changed:  # the whole plan's points and the folder's others (a caller without the CLI's check)
+        refuse_changed(changed(run_plan, request.rig_dir), request.rig_dir)
     python = vllm_python(request.python)
     presets = {p.preset or profile.model_preset for p in plans}
     models = {pre: prepare_model(pre, REPO / "_build" / "models" / f"{pre}-{profile.model_source}",
@@ -149,7 +163,7 @@ def run_request(request: RunRequest, progress: bool = True, measure_bandwidth: b
                        rig_info=rig_info, budget_s=request.budget_min * 60 if request.budget_min else None,
                        serve_args=list(SERVE_ARGS), server_env=dict(SERVER_ENV), progress=progress,
                        extra_manifest={"parameters": params}, redo_changed=request.redo_changed,
-                       lock_holder=request.lock_holder)
+                       lock_holder=request.lock_holder, allow_shared=request.allow_shared)
     return run_sweep(plans, ctx)
 
 

@@ -295,21 +295,24 @@ def shape_bytes(preset: str, data_dir=None) -> dict:
 
 
 def _window(pt, batch: int):
-    """(window, kind): the pure-decode window of the pass, else the window that lets refills' prefills ride along
-    ('with prefills'), else (None, None)."""
+    """(window, kind, the pass's largest running batch, why it has no window): the pure-decode window of the pass,
+    else the window that lets refills' prefills ride along ('with prefills'), else None and the reason
+    (steady.no_decode_window's words, or that the pass was not polled)."""
     from ..records.poller import artefact_name, poll_table
-    from ..measure.steady import decode_window
+    from ..measure.steady import decode_window, no_decode_window
 
     try:
         frame = poll_table(open_artefact(pt.path, artefact_name("bench")))
     except FileNotFoundError:
-        return None, None, math.nan
+        return None, None, math.nan, "not polled: the pass has no poll artefact"
     top = float(frame["running"].max()) if len(frame) else math.nan
     pure = decode_window(frame, batch)
     if pure is not None:
-        return pure, "pure decode", top
+        return pure, "pure decode", top, None
     mixed = decode_window(frame, batch, allow_prefill=True)
-    return (mixed, "with prefills", top) if mixed is not None else (None, None, top)
+    if mixed is not None:
+        return mixed, "with prefills", top, None
+    return None, None, top, no_decode_window(frame, batch)
 
 
 def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
@@ -320,14 +323,14 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
         if p.get("kind") in MIXED_KINDS:  # part 2's passes on this part's models: mixedsteps reads them
             continue
         s = pass_summary(pt)
-        w, window, top = _window(pt, int(p["batch"]))
+        w, window, top, no_window = _window(pt, int(p["batch"]))
         halves = w.halves_ms if w else ()
         rows.append({"rig": pt.rig, "point": pt.name, "variant": p.get("variant"), "preset": p.get("preset"),
                      "kind": p.get("kind"), "sampling": p.get("sampling"), "async": bool(p.get("async", True)),
                      "base": p.get("base"), "batch": int(p["batch"]), "input_len": p.get("input_len"),
                      "output_len": p.get("output_len"),
                      "context": (p.get("input_len") or 0) + (p.get("output_len") or 0) / 2,
-                     "step_ms": w.step_ms if w else math.nan, "window": window,
+                     "step_ms": w.step_ms if w else math.nan, "window": window, "no_window": no_window,
                      "step_lo_ms": min(halves) if halves else math.nan, "step_hi_ms": max(halves) if halves else math.nan,
                      "prompt_per_step": w.prompt / w.steps if w and w.steps else math.nan,
                      "running_max_window": w.running_max if w else math.nan, "running_max_pass": top,
@@ -343,7 +346,7 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
                      "linear_kernel": linear_kernel(pt) if pt.record.session and pt.record.session.has_startup
                      else None})
     cols = ["rig", "point", "variant", "preset", "kind", "sampling", "async", "base", "batch", "input_len", "output_len",
-            "context", "step_ms", "window", "step_lo_ms", "step_hi_ms", "prompt_per_step", "running_max_window",
+            "context", "step_ms", "window", "no_window", "step_lo_ms", "step_hi_ms", "prompt_per_step", "running_max_window",
             "running_max_pass", "window_s", "window_steps", "tokens_per_step", "window_tok_s", "itl_p50_ms",
             "tpot_p50_ms", "output_tok_s", "duration_s", "bandwidth_gb_s", "session_id", "session_index",
             "linear_kernel"]

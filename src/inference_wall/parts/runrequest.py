@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -31,27 +32,55 @@ def parse_overrides(items: list[str]) -> dict:
     return out
 
 
-def _json_kind(value) -> str | None:
-    """The JSON kind of a parameter's value as --set compares it (ints and floats are both numbers)."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true or false"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "a list" if isinstance(value, (list, tuple)) else "an object" if isinstance(value, dict) else None
+# A parameter whose default is None (the part works it out) takes values of this kind, as a default like it would
+# say: the kinds that the parts' plans read (p03's caps as whole numbers, p02's knee_rps as a rate, ...).
+UNSET_DEFAULT_LIKE = {"caps": [1], "small_caps": [1], "knee_budgets": [1], "mixed_budgets": [1], "pools": [1],
+                      "small_pools": [1], "small_pool_limits": [1], "rates_rps": [1.0], "mixed_prompt_len": 1,
+                      "trace_prompt_len": 1, "long_prefill_token_threshold": 1, "block_size": 1, "knee_rps": 1.0,
+                      "peak_dense_tflops": 1.0, "peak_source": "", "small_preset": ""}
 
 
-def override_kind_errors(defaults: dict, overrides: dict) -> list[str]:
-    """'KEY must be a list, not a string' for each override whose JSON kind differs from its default's (a default
-    of None takes anything)."""
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# (type of a default, what a value must be, the same of a list's items, the check); bool before int (its subclass)
+_SCALARS = ((bool, "true or false", "true or false values", lambda v: isinstance(v, bool)),
+            (int, "a whole number", "whole numbers", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+            (float, "a number", "numbers", _number),
+            (str, "a string", "strings", lambda v: isinstance(v, str)),
+            (dict, "an object", "objects", lambda v: isinstance(v, dict)))
+
+
+def _scalar(default):
+    return next((rule for rule in _SCALARS if isinstance(default, rule[0])), None)
+
+
+def _rule(default):
+    """(what a value must be, its check) for a parameter with this default; None: a default that takes anything."""
+    if isinstance(default, (list, tuple)):
+        items = {_scalar(v) for v in default}
+        if len(items) == 1 and None not in items:
+            _, _, many, check = items.pop()
+            return f"a list of {many}", lambda v: isinstance(v, (list, tuple)) and all(check(x) for x in v)
+        return "a list", lambda v: isinstance(v, (list, tuple))
+    rule = _scalar(default)
+    return (rule[1], rule[3]) if rule else None
+
+
+def _described(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def parameter_errors(defaults: dict, values: dict) -> list[str]:
+    """'KEY must be a list of whole numbers, not [1, "4"]' for each value (None aside: the default's) of a kind its
+    parameter's default (or UNSET_DEFAULT_LIKE) does not have. The one rule for --set and a profile's overrides."""
     out = []
-    for key, value in overrides.items():
-        want, have = _json_kind(defaults.get(key)), _json_kind(value)
-        if want and value is not None and want != have:
-            out.append(f"{key} must be {want}, not {have or type(value).__name__}")
+    for key, value in values.items():
+        rule = _rule(defaults.get(key) if defaults.get(key) is not None else UNSET_DEFAULT_LIKE.get(key))
+        if rule and value is not None and not rule[1](value):
+            out.append(f"{key} must be {rule[0]}, not {_described(value)}")
     return out
 
 
@@ -78,6 +107,17 @@ def check_python(python: str | None) -> None:
     if not has_vllm(exe):
         raise UserError(f"--python {python}: this interpreter cannot import vllm (make vllm-cpu builds "
                         f".venv-vllm/bin/python; make vllm-gpu builds .venv-vllm-gpu/bin/python)")
+
+
+def check_every_profile(data_dir: Path) -> None:
+    """Every rig profile in `data_dir`/rigs, as the pages will read them after a run (a part's page reads the
+    profiles of the rigs it shows, the rigs page all of them): against its schema, and its overrides' names and
+    kinds; the first problem is one line naming the file."""
+    from .. import parts
+    from ..run.rig import known_profiles, load_profile
+
+    for name in known_profiles(data_dir):
+        parts.check_profile_overrides(load_profile(name, data_dir), data_dir)
 
 
 def _planned_with_overrides(request: RunRequest, profile):
@@ -109,6 +149,7 @@ class RunRequest:
     python: str | None = None  # the interpreter that imports vllm; None: server.vllm_python's default
     overrides: dict = field(default_factory=dict)  # --set, parsed
     redo_changed: bool = False
+    allow_shared: bool = False  # run on a GPU another run is serving on (--allow-shared)
     # Set by `reproduce` for its notebook's kernel: the note of the writer lock it holds for the whole run (the
     # kernel's sweep checks it and takes no lock of its own), and the file the kernel writes the sweep's report to.
     lock_holder: dict | None = None
@@ -146,6 +187,9 @@ class RunRequest:
         p.add_argument("--redo-changed", action="store_true",
                        help="make again the complete points whose recorded settings (workload, flags, model, passes) "
                             "differ from this plan's; without it such a point is refused, naming the difference")
+        p.add_argument("--allow-shared", action="store_true",
+                       help="run a GPU rig although another run is serving on this machine (refused without it: the "
+                            "two measure each other's load); its points record the other run either way")
 
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> RunRequest:
@@ -153,24 +197,33 @@ class RunRequest:
         (its overrides of every part), the time budget, --set's keys and kinds, the points, the complete points
         this plan would make otherwise, and --python. Each problem is one UserError line."""
         from .. import parts
-        from ..run.rig import load_profile
         from ..run.sweep import check_budget, refuse_changed
 
         request = cls(part=part_name(args.part), rig=check_run_rig(args.rig), data_dir=_data_folder(args.data_dir),
                       model_source=args.model_source, points=tuple(args.points) if args.points else None,
                       budget_min=args.budget_min, python=args.python, overrides=parse_overrides(args.set),
-                      redo_changed=args.redo_changed)
-        profile = load_profile(request.rig, request.data_dir)  # checked against its schema
+                      redo_changed=args.redo_changed, allow_shared=args.allow_shared)
         check_budget(request.budget_min)
-        parts.check_profile_overrides(profile)  # a misspelled parameter of any part in the profile, not only this one's
-        kinds = override_kind_errors(parts.protocol_of(request.part).defaults, request.overrides)
-        if kinds:
-            raise UserError(f"--set: {'; '.join(kinds)} (see `plan --part {request.part} --rig {request.rig}`)")
-        planned = _planned_with_overrides(request, profile)
+        request = request.validated()
         if not request.redo_changed:  # before any model is prepared or server started
-            refuse_changed(parts.changed(planned, request.rig_dir), request.rig_dir)
+            refuse_changed(parts.changed(request.planned, request.rig_dir), request.rig_dir)
         check_python(request.python)
-        return replace(request, planned=planned)
+        return request
+
+    def validated(self) -> RunRequest:
+        """This request with its plan (`planned`), checked as `plan` and a run both check it, before any lock, model
+        or server: the rig's profile and every other profile the pages read (each against its schema, its overrides'
+        names and kinds), --set's names and kinds (the same rule), and the plan they make. Each problem is one
+        UserError line."""
+        from .. import parts
+        from ..run.rig import load_profile
+
+        profile = load_profile(self.rig, self.data_dir)
+        check_every_profile(self.data_dir)
+        kinds = parameter_errors(parts.protocol_of(self.part).defaults, self.overrides)
+        if kinds:
+            raise UserError(f"--set: {'; '.join(kinds)} (see `plan --part {self.part} --rig {self.rig}`)")
+        return replace(self, planned=_planned_with_overrides(self, profile))
 
     def to_params(self) -> dict:
         """The request as JSON-shaped values (a papermill parameter), without the plan."""

@@ -265,8 +265,18 @@ def _load(point: Path) -> tuple[dict, PointRecord] | None:
     try:
         raw = json.loads(text)
     except ValueError as e:
-        raise BadRecord(f"{path}: not valid JSON ({e})") from None
-    return raw, PointRecord.from_dict(raw, path)
+        raise BadRecord(f"{path}: not valid JSON ({e}); {_REMEDY}") from None
+    try:
+        return raw, PointRecord.from_dict(raw, path)
+    except BadRecord as e:
+        if "newer than this inference_wall reads" in str(e):  # not damaged: a later checkout wrote it
+            raise
+        raise BadRecord(f"{e}; {_REMEDY}") from None
+
+
+# What to do about a manifest that is damaged (the point's own files are checked against it, so it is never guessed)
+_REMEDY = ("restore it from git (git checkout -- manifest.json in its folder), or remove the point's folder to make "
+           "the point again (make reproduce resumes it)")
 
 
 def read_manifest(point: Path) -> dict | None:

@@ -88,11 +88,59 @@ def redact_argv(argv: Iterable[str]) -> list[str]:
     return out
 
 
-def scrub_text(text: str, values: Iterable[str]) -> str:
+# A password in a URL's user part (HTTPS_PROXY=http://user:pass@proxy:3128): the user stays, the password goes.
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@'\"]+):([^\s/@'\"]+)@")
+# A secret-named flag's value in a printed command line (`--api-key X`, `--hf-token=X`, shlex-quoted or not).
+_FLAG_VALUE = re.compile(r"(--[A-Za-z][A-Za-z0-9_.-]*)(=|\s+)('[^']*'|\"[^\"]*\"|[^\s'\"]+)")
+
+
+def _flag_value(m: re.Match) -> str:
+    value = m[3].strip("'\"")
+    if not is_secret_name(m[1]) or value == REDACTED or value.startswith("--") or len(value) < _MIN_SECRET_LEN:
+        return m[0]
+    return f"{m[1]}{m[2]}{REDACTED}"
+
+
+def _assignment(m: re.Match) -> str:
+    """NAME=value with a secret-named NAME and a value long enough to be one (KEY=JSON in a usage line is not)."""
+    if not is_secret_name(m[1]) or m[2] == REDACTED or len(m[2]) < _MIN_SECRET_LEN:
+        return m[0]
+    return f"{m[1]}={REDACTED}"
+
+
+def scrub_text(text: str, values: Iterable[str] = ()) -> str:
+    """The one redaction of a text a record holds or a person reads: the given secret values, secret-named
+    `NAME=value` assignments, secret-named flags' values (`--api-key X`), the known token formats (TOKEN_PATTERNS)
+    and a password in a URL, each replaced by REDACTED."""
     for v in sorted(set(values), key=len, reverse=True):
         text = text.replace(v, REDACTED)
-    return _ASSIGNMENT.sub(lambda m: f"{m[1]}={REDACTED}" if is_secret_name(m[1]) and m[2] != REDACTED else m[0],
-                           text)
+    if "=" in text and any(n in text for n in _NAME_NEEDLES):
+        text = _ASSIGNMENT.sub(_assignment, text)
+    if "--" in text:
+        text = _FLAG_VALUE.sub(_flag_value, text)
+    for pattern, needles in zip(TOKEN_PATTERNS, _NEEDLES):
+        if any(n in text for n in needles):
+            text = pattern.sub(REDACTED, text)
+    if "://" in text and "@" in text:
+        text = _URL_PASSWORD.sub(lambda m: f"{m[1]}:{REDACTED}@", text)
+    return text
+
+
+def record_secret_values(obj) -> set[str]:
+    """The secret values a JSON-like record holds (secret_values of every dict's items and every list of strings, as
+    a command line): what a part's nested parameters (part 6's config_args and config_env) may carry."""
+    found: set[str] = set()
+    todo = [obj]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            found |= secret_values({k: v for k, v in node.items() if isinstance(v, str)})
+            todo += node.values()
+        elif isinstance(node, (list, tuple)):
+            if all(isinstance(x, str) for x in node):
+                found |= secret_values({}, node)
+            todo += [x for x in node if isinstance(x, (dict, list, tuple))]
+    return found
 
 
 def redact_record(obj, values: Iterable[str] = ()):
@@ -104,6 +152,8 @@ def redact_record(obj, values: Iterable[str] = ()):
         if isinstance(x, dict):
             return {k: (REDACTED if is_secret_name(k) and isinstance(v, str) and v else walk(v)) for k, v in x.items()}
         if isinstance(x, list):
+            if x and all(isinstance(v, str) for v in x):  # a command line's flags: --api-key X
+                x = redact_argv(x)
             return [walk(v) for v in x]
         if isinstance(x, str):
             return scrub_text(x, values)
@@ -149,6 +199,8 @@ def find_secrets(text: str, values: Iterable[str] = ()) -> list[str]:
     if "=" in text and any(n in text for n in _NAME_NEEDLES):
         found += [f"{m[1]}=... at {m.start()}" for m in _ASSIGNMENT.finditer(text)
                   if is_secret_name(m[1]) and m[2] != REDACTED]
+    if "://" in text and "@" in text:
+        found += [f"a password in a URL at {m.start()}" for m in _URL_PASSWORD.finditer(text) if m[2] != REDACTED]
     found += [f"a secret value at {text.find(v)}" for v in values if v and v in text]
     return found
 

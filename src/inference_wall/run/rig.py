@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UserError
-from ..records.redact import redact_argv, redact_env, redact_record, secret_values
+from ..records.redact import record_secret_values, redact_env, redact_record, secret_values
 from ..records.store import DATA_DIR, check_rig_name
 
 
@@ -121,14 +121,17 @@ def load_profile(rig: str, data_dir: Path | None = None) -> RigProfile:
 def shown(profile: RigProfile) -> RigProfile:
     """A copy of a profile fit to show (the rigs page, `plan`): secret-named variables and flags (HF_TOKEN,
     --api-key) lose their values, and those values are scrubbed from its words, as a run's records are."""
-    from dataclasses import replace
+    from dataclasses import fields, replace
 
-    secrets = secret_values(profile.env, profile.serve_args)
-    return replace(profile, serve_args=redact_record(redact_argv(profile.serve_args), secrets),
-                   env=redact_record(redact_env(profile.env), secrets),
-                   description=redact_record(profile.description, secrets),
-                   notes=redact_record(list(profile.notes), secrets),
-                   overrides=redact_record(profile.overrides, secrets))
+    secrets = profile_secrets(profile)
+    words = {f.name: getattr(profile, f.name) for f in fields(profile) if f.name not in ("name", "has_profile")}
+    return replace(profile, **redact_record({**words, "env": redact_env(profile.env)}, secrets))
+
+
+def profile_secrets(profile: RigProfile) -> set[str]:
+    """The secret values a profile holds: its secret-named variables' and flags', and those of its parts' nested
+    parameters (part 6's config_args and config_env)."""
+    return secret_values(profile.env, profile.serve_args) | record_secret_values(profile.overrides)
 
 
 def known_profiles(data_dir: Path | None = None) -> list[str]:
@@ -278,7 +281,7 @@ def rigs_overview(data_dir: Path | None = None) -> list[dict]:
             "notes": profile.notes, "model": f"{profile.model_preset} ({profile.model_source})",
             "serve_command": rec.get("serve_command"), "repeat_of": profile.repeat_of,
         })
-    return rows
+    return redact_record(rows)  # a recorded command line too: every line the rigs page shows, redacted alike
 
 
 def run_to_run(data_dir: Path | None = None):

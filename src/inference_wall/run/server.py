@@ -112,6 +112,28 @@ def _die_with_parent() -> None:
         pass
 
 
+WATCHDOG = Path(__file__).with_name("_watchdog.py")
+
+
+def start_watchdog(pgid: int, owners: list[tuple[int, float]], forget: list[Path] = ()) -> subprocess.Popen:
+    """The server group's watchdog (_watchdog.py): a process in a session of its own that ends group `pgid` once
+    one of `owners` (pid, start time as psutil's create_time) is gone, SIGKILL included, removing the files in
+    `forget`; it ends by itself when the group does. An owner already gone (or whose pid another process has) ends
+    the group at the watchdog's first look."""
+    from ._watchdog import start_ticks
+
+    def ticks(pid: int, start: float) -> int:  # the owner's start as the watchdog reads it; -1: gone already
+        found = start_ticks(pid) if _owner_alive(pid, start) else None
+        return -1 if found is None else found
+
+    args = [str(pgid), *(f"{pid}:{ticks(pid, start)}" for pid, start in owners)]
+    if forget:
+        args += ["--forget", *map(str, forget)]
+    return subprocess.Popen([sys.executable, "-I", "-S", str(WATCHDOG), *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            close_fds=True)
+
+
 def group_alive(pgid: int) -> bool:
     """Whether any process of the group still runs (zombies, which only wait to be reaped, do not count)."""
     try:
@@ -253,11 +275,7 @@ def other_runs_servers() -> list[dict]:
     return out
 
 
-def shared_machine_warning() -> str | None:
-    """One line naming every other live run's server (see other_runs_servers), or None when there is none."""
-    records = other_runs_servers()
-    if not records:
-        return None
+def _named(records: list[dict]) -> str:
     named = []
     for r in records:
         run = r.get("run") or {}
@@ -265,8 +283,84 @@ def shared_machine_warning() -> str | None:
         where = f" ({run['rig_dir']})" if run.get("rig_dir") else ""
         named.append(f"{what}{where}, run pid {r.get('owner_pid', '?')}, server pid {r['pgid']} on port "
                      f"{r.get('port', '?')}")
-    return (f"warning: another run is serving on this machine: {'; '.join(named)}; the GPU is shared, so both runs' "
-            f"numbers may be disturbed (wait for it to end, or stop it, for clean measurements)")
+    return "; ".join(named)
+
+
+def shared_machine_warning() -> str | None:
+    """One line naming every other live run's server (see other_runs_servers), or None when there is none."""
+    records = other_runs_servers()
+    if not records:
+        return None
+    return (f"warning: another run is serving on this machine: {_named(records)}; the GPU is shared, so both runs' "
+            f"numbers may be disturbed (wait for it to end, or stop it, for clean measurements; the points measured "
+            f"beside it are flagged on the pages)")
+
+
+def check_shared_machine(gpu: bool, allow_shared: bool) -> str | None:
+    """Before a run's first server: on a GPU rig, another live run's server refuses this run in one line unless it
+    was asked to share (--allow-shared); otherwise the warning line (None when no other run serves)."""
+    records = other_runs_servers()
+    if records and gpu and not allow_shared:
+        raise UserError(f"another run is serving on this machine's GPU: {_named(records)}; two runs on one GPU "
+                        f"measure each other's load: wait for it to end or stop it, or pass --allow-shared "
+                        f"(make reproduce ... ARGS=--allow-shared) to run beside it, its points flagged as shared")
+    return shared_machine_warning() if records else None
+
+
+def overlap_record(record: dict) -> dict:
+    """What a point records of another run's server seen while it was measured (its manifest's `shared_with`)."""
+    run = record.get("run") or {}
+    return {"part": run.get("part"), "rig": run.get("rig"), "rig_dir": run.get("rig_dir"),
+            "run_pid": record.get("owner_pid"), "server_pid": record.get("pgid"), "port": record.get("port")}
+
+
+class OtherRuns:
+    """The other live runs' servers seen on this machine while a server session lasts: a thread looks at the registry
+    every `every_s` seconds; `since(t)` gives those seen at or after epoch `t` (a point's start), each once."""
+
+    def __init__(self, every_s: float = 2.0):
+        import threading
+
+        self.every_s = every_s
+        self._seen: dict[tuple, dict] = {}  # (run pid, server pid) -> overlap_record with "last_seen"
+        self._lock = threading.Lock()  # the thread's looks and a point's since() both write _seen
+        self._stop = threading.Event()
+        self._thread = None
+
+    def look(self) -> None:
+        try:
+            records = other_runs_servers()
+        except Exception:  # noqa: BLE001 - a process or registry file gone mid-look: the next look reads it
+            return
+        now = time.time()
+        with self._lock:
+            for record in records:
+                key = (record.get("owner_pid"), record.get("pgid"))
+                self._seen[key] = {**self._seen.get(key, overlap_record(record)), "last_seen": now}
+
+    def start(self) -> "OtherRuns":
+        import threading
+
+        self.look()
+        self._thread = threading.Thread(target=self._run, name="other-runs", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.look()
+
+    def since(self, t: float) -> list[dict]:
+        self.look()
+        with self._lock:
+            return [{k: v for k, v in r.items() if k != "last_seen"} for r in self._seen.values()
+                    if r["last_seen"] >= t]
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=self.every_s + 5)
+            self._thread = None
 
 
 def reap_orphans() -> list[int]:
@@ -340,9 +434,14 @@ def tail(path: Path, lines: int = 15) -> str:
 class VllmServer:
     """Context manager: `with VllmServer(spec, log_path) as srv: srv.url ...`; stops the group always."""
 
-    def __init__(self, spec: ServerSpec, log_path: Path, run: dict | None = None):
+    def __init__(self, spec: ServerSpec, log_path: Path, run: dict | None = None,
+                 owners: list[tuple[int, float]] = (), forget: list[Path] = ()):
         self.spec, self.log_path = spec, Path(log_path)
         self.run = run or {}  # what started it (part, rig, rig_dir): named to another run on the same machine
+        # The processes whose end, even by SIGKILL, ends the server (its watchdog's owners): this one, and the
+        # run's others (`reproduce`'s CLI, which runs the sweep in a notebook's kernel); and what then goes with it.
+        self.owners, self.forget = list(owners), list(forget)
+        self._watchdog: subprocess.Popen | None = None
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.started_at: float | None = None
@@ -391,6 +490,10 @@ class VllmServer:
         try:
             REGISTRY.mkdir(parents=True, exist_ok=True)
             self._registry_file = REGISTRY / f"{self.proc.pid}.json"
+            me = _this_process()
+            owners = [(me["pid"], me["process_started"]), *self.owners]
+            self._watchdog = start_watchdog(self.proc.pid, [(p, t) for p, t in owners if p and t is not None],
+                                            [self._registry_file, *self.forget])
             try:
                 create_time = psutil.Process(self.proc.pid).create_time()
             except psutil.Error:
@@ -450,6 +553,19 @@ class VllmServer:
             if self._registry_file is not None:
                 self._registry_file.unlink(missing_ok=True)
                 self._registry_file = None
+            self._stop_watchdog()
+
+    def _stop_watchdog(self) -> None:
+        """The watchdog ends by itself once the group is gone; ended here at once, and reaped."""
+        if self._watchdog is None:
+            return
+        if self._watchdog.poll() is None:
+            self._watchdog.terminate()
+        try:
+            self._watchdog.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._watchdog.kill()
+        self._watchdog = None
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -34,10 +34,12 @@ from .lock import writer_lock
 from ..model.modelkit import ModelSpec
 from ..records.poller import artefact_name, polling
 from ..records.record import new_manifest, read_manifest, read_record
-from ..records.redact import redact_argv, redact_record, redact_server_info, scrub_files, secret_values
+from ..records.redact import (redact_argv, redact_record, redact_server_info, scrub_files, scrub_text,
+                              secret_values)
 from .rig import RigProfile
-from .server import (ServerSpec, TerminateAsInterrupt, VllmServer, api_keys, session_dir, shared_machine_warning,
-                     stop_requested)
+from .gpuenv import is_cpu_rig
+from .server import (OtherRuns, ServerSpec, TerminateAsInterrupt, VllmServer, api_keys, check_shared_machine,
+                     session_dir, stop_requested)
 from ..records.store import (artefact_records, compress_large, fresh_point_dir, is_complete,
                     request_throughput, write_failed, write_json_atomic)
 
@@ -102,6 +104,9 @@ class SweepContext:
     # The note of the writer lock a caller took for the whole run (lock.writer_lock's): the sweep checks it and
     # takes no lock of its own. None: the sweep takes the lock.
     lock_holder: dict | None = None
+    # Another run serving on this machine refuses a GPU rig's run unless this is set (--allow-shared); a point
+    # measured beside another run records it either way (its manifest's `shared_with`).
+    allow_shared: bool = False
 
 
 @dataclass
@@ -177,7 +182,8 @@ def _run_sweep_locked(plans: list[PointPlan], names: list[str], ctx: SweepContex
     if todo:
         check_same_machine(ctx.rig.name, ctx.rig_dir.parent.parent, ctx.rig_info)
         check_budget(ctx.budget_s / 60 if ctx.budget_s is not None else None)
-        shared = shared_machine_warning()  # before the first server: two runs on one GPU disturb each other
+        # before the first server: two runs on one GPU disturb each other (a GPU rig's is refused unless allowed)
+        shared = check_shared_machine(not is_cpu_rig(ctx.rig), ctx.allow_shared)
         if shared:
             print(shared, file=sys.stderr, flush=True)
     report.skipped = [n for n in names if n not in todo]
@@ -279,10 +285,12 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
     tmp = session_dir(session_id)  # removed in the `finally` below, or by the next command if this one is killed
     log_path = tmp / "server.log"
     spec = session_server(first, ctx, model)
-    server = VllmServer(spec, log_path, run={"part": ctx.part, "rig": ctx.rig.name, "rig_dir": str(ctx.rig_dir)})
+    server = VllmServer(spec, log_path, run={"part": ctx.part, "rig": ctx.rig.name, "rig_dir": str(ctx.rig_dir)},
+                        owners=run_owners(ctx), forget=[tmp])
     client = client_env(spec, ctx.rig.env)
     bar.set_postfix_str(f"starting server for {first.name}")
     forks = None
+    others = OtherRuns().start()  # another run's servers seen during a point: its manifest says so
     try:
         # the bench client's imports (15-30 s) overlap the server's start, and are paid once per session
         forks = BenchForkServer(ctx.python, client, tmp / "bench-fork.log") if BenchForkServer.enabled() else None
@@ -298,7 +306,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
             e = _names_kept_log(e, log_path, ctx.rig_dir / first.name)  # the session's folder goes at its end
             _record_failure(ctx.rig_dir / first.name, first, ctx, model, log_path, 0, None, [], e, "failed", session_id)
             report.failed.append(first.name)
-            raise SweepFailed(f"point {first.name}: {e}") from None
+            raise SweepFailed(scrub_text(f"point {first.name}: {e}", _secrets(ctx))) from None  # a log tail may echo one
         report.server_starts_s.append(time.monotonic() - t_start)
         session = {"id": session_id, "server_command": spec.command(server.port), "server_env": spec.env,
                    "server_started": server.started_at, "server_healthy": server.healthy_at,
@@ -317,7 +325,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
             if point.cold_start and index != 0:
                 raise ValueError(f"{point.name} measures a cold server and must come first in its session")
             bar.set_postfix_str(point.name)
-            t_point = time.monotonic()
+            t_point, point_started = time.monotonic(), time.time()
             pdir = fresh_point_dir(ctx.rig_dir / point.name, replace_complete=ctx.redo_changed)
             records: list[dict] = []
             try:
@@ -380,23 +388,34 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
                 e = _names_kept_log(e, log_path, pdir)
                 _record_failure(pdir, point, ctx, model, log_path, log_offset, session, records, e, "failed", session_id)
                 report.failed.append(point.name)
-                raise SweepFailed(f"point {point.name} failed: {e}; rerun the same command to redo it "
-                                  f"(complete points are kept)") from None
+                raise SweepFailed(scrub_text(f"point {point.name} failed: {e}; rerun the same command to redo it "
+                                             f"(complete points are kept)", _secrets(ctx))) from None
             new_offset = _copy_log_slice(log_path, log_offset, pdir / "server.log")
             scrub_files(pdir, _secrets(ctx))
             compress_large(pdir)
             manifest = _manifest(point, ctx, model, records, {**session, "index": index, "log_slice": [log_offset, new_offset],
-                                                              "has_startup": index == 0}, "complete", pdir)
+                                                              "has_startup": index == 0}, "complete", pdir,
+                                 shared=others.since(point_started))
             write_json_atomic(pdir / "manifest.json", manifest)
             log_offset = new_offset
             durations.append(time.monotonic() - t_point)
             report.done.append(point.name)
             bar.update(1)
     finally:
+        others.stop()
         if forks is not None:
             forks.close()
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_owners(ctx: SweepContext) -> list[tuple[int, float]]:
+    """Besides the sweep's own process, the run's process whose end ends the servers: the holder of the writer lock
+    when it handed the lock over (`reproduce`'s CLI, whose notebook kernel runs the sweep)."""
+    holder = ctx.lock_holder or {}
+    if holder.get("pid") in (None, os.getpid()) or holder.get("process_started") is None:
+        return []
+    return [(int(holder["pid"]), float(holder["process_started"]))]
 
 
 def client_env(spec: ServerSpec, rig_env: dict[str, str]) -> dict[str, str]:
@@ -478,13 +497,15 @@ def _secrets(ctx: SweepContext) -> set[str]:
 
 
 def _manifest(point: PointPlan, ctx: SweepContext, model: ModelSpec, records: list[dict], session: dict | None,
-              status: str, pdir: Path, error: str | None = None) -> dict:
+              status: str, pdir: Path, error: str | None = None, shared: list[dict] | None = None) -> dict:
     records = [{**r, "command": redact_argv(r["command"])} if "command" in r else r for r in records]
     if session and session.get("server_command"):
         session = {**session, "server_command": redact_argv(session["server_command"])}
     # new_manifest: the fields checked as a typed, versioned record.PointRecord (format included)
-    return redact_record(new_manifest(_manifest_fields(point, ctx, model, records, session, status, pdir, error)),
-                         _secrets(ctx))
+    fields = _manifest_fields(point, ctx, model, records, session, status, pdir, error)
+    if shared:  # other runs' servers on this machine during the point: the pages flag it
+        fields["shared_with"] = shared
+    return redact_record(new_manifest(fields), _secrets(ctx))
 
 
 def _manifest_fields(point: PointPlan, ctx: SweepContext, model: ModelSpec, records: list[dict],
@@ -629,6 +650,43 @@ def changed_points(plans: list[PointPlan], rig_dir: Path, src: SettingsSource) -
         m = read_manifest(Path(rig_dir) / point.name)  # recorded_settings reads the dict as written
         if m and m.get("status") == "complete":
             diffs = settings_differences(point_settings(point, src), recorded_settings(m))
+            if diffs:
+                out[point.name] = diffs
+    return out
+
+
+def rig_settings(src: SettingsSource) -> dict:
+    """What every point of a part on a rig shares, as this plan would make it: the model's source, the rig profile's
+    own flags and environment (secrets redacted as a manifest records them), and the part's workload."""
+    secrets = secret_values({**os.environ, **src.rig.env}, src.rig.serve_args)
+    return _plain({"model": {"source": src.rig.model_source}, "workload": asdict(src.workload),
+                   "rig profile flags": redact_record(redact_argv(src.rig.serve_args), secrets),
+                   "rig profile env": redact_record(src.rig.env, secrets)})
+
+
+def recorded_rig_settings(manifest: dict) -> dict:
+    """rig_settings's keys as a point's manifest recorded them; its workload only where it was the part's (a point
+    with lengths of its own, part 0's decode points, records its own)."""
+    part = manifest.get("parameters") or {}
+    profile = manifest.get("rig_profile") or {}
+    workload = manifest.get("workload") or {}
+    out = {"model": {"source": (manifest.get("model") or {}).get("source")},
+           "rig profile flags": profile.get("serve_args"), "rig profile env": profile.get("env")}
+    if workload and all(workload.get(k) == part.get(k) for k in ("input_len", "output_len")):
+        out["workload"] = workload
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def changed_outside(plans: list[PointPlan], rig_dir: Path, src: SettingsSource) -> dict[str, list[str]]:
+    """{point name: differences} for the complete points of `rig_dir` that are not in the plan but would sit beside
+    its points made otherwise in what every point of the part and rig shares (rig_settings): a run of other caps at
+    another input_len would leave the folder holding both."""
+    names, want, out = {p.name for p in plans}, rig_settings(src), {}
+    folder = Path(rig_dir)
+    for point in sorted(folder.iterdir()) if folder.is_dir() else []:
+        m = read_manifest(point) if point.is_dir() and point.name not in names else None
+        if m and m.get("status") == "complete":
+            diffs = settings_differences(want, recorded_rig_settings(m))
             if diffs:
                 out[point.name] = diffs
     return out
