@@ -106,7 +106,7 @@ PARTS_DIR = PACKAGE / "parts"
 JOB_FILES = {"__init__.py", "plan.py", "tables.py", "view.py", "claims.py", "words.py"}
 FOLDERS = ["p06", "p05", "p04", "p03", "p02", "p01"]  # the parts moved into folders so far (issue 44: part 6 first, part 0 last)
 MAX_LINES = 400
-NOT_YET_SPLIT = {"p00.py", "predict.py"}  # over MAX_LINES, to move
+NOT_YET_SPLIT = {"p00.py", "predict.py", "refit.py"}  # part 0 over MAX_LINES, to move into its folder
 
 
 @pytest.mark.parametrize("part", FOLDERS)

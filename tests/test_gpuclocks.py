@@ -132,13 +132,17 @@ def test_sampler_writes_the_artefact_and_leaves_no_process(tmp_path, monkeypatch
     out = tmp_path / "point" / artefact_name("bench")
     with sampling(out) as s:
         proc = s.proc
-        time.sleep(0.5)
+        deadline = time.monotonic() + 30  # a loaded machine may take a while to start the fake at all
+        while not (tmp_path / "smi.pid").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
         assert proc.poll() is None and not out.exists()
     assert proc.poll() is not None and _gone(int((tmp_path / "smi.pid").read_text()))
     text = lzma.decompress(out.read_bytes()).decode()
     assert text.splitlines()[0] == ", ".join(FIELDS)
     f = read_sample_file(out)
-    assert len(f) >= 3 and s.samples == len(f) and (f["reasons"] == 4).all()
+    # the fake prints its first sample as it starts: how many more came depends on the machine's load, not the code
+    assert len(f) >= 1 and s.samples == len(f) and (f["reasons"] == 4).all()
     call = (tmp_path / "calls.log").read_text().splitlines()
     assert call == [f"--query-gpu={','.join(FIELDS)} --format=csv,noheader,nounits -lms 500"]
 
