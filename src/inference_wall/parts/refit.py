@@ -209,7 +209,7 @@ def predicted_step(fit_: Fit, resources: dict[str, str], target: Target, fit_tfl
 def resources_from(fits: dict[str, Fit], tflops: dict[str, float]) -> tuple[dict[str, str], pd.DataFrame]:
     """Each family's resource read from the first two measured GPUs' ratios (classify), and the ratios table;
     with one measured GPU, every family that the frozen model reads as bytes is "bandwidth" (an assumption)."""
-    rigs = list(fits)
+    rigs = sorted(fits, key=lambda r: -fits[r].bandwidth_gb_s)  # the faster first: ratios read slower / faster
     if len(rigs) < 2:  # the frozen model's rule: the weights at 1 and every growth of bytes read with the bandwidth
         first = next(iter(fits.values()))
         assumed = {n: ("bandwidth" if n == part_name("weights (matmul)", AT_ONE) or (
@@ -318,13 +318,8 @@ def loo_table(data_dir=None, variant: str = "4b") -> pd.DataFrame:
         if len(v):
             d = v[(v["model"] == predict.MODEL_LABELS.get(variant, variant)) & (v["quantity"] == "decode step")]
             frozen_steps[r] = dict(zip(d["batch"].astype(int), d["error_pct"]))
+    # the frozen model was fitted on the h200: it has a frozen (out-of-sample) error only for the other GPUs
     h = [r for r in measured if measured[r]["datasheet"] == predict.H200_KEY]
-    if h:  # the frozen model was fitted on the h200: its error there is in sample, stated as such by predict
-        hv = predict.h200_table(predict.step_models(measured[h[0]]["view"], data_dir, gpus_), measured[h[0]]["view"],
-                                gpus_)
-        hv = hv[hv["model"] == predict.MODEL_LABELS.get(variant, variant)]
-        frozen_steps.setdefault(h[0], {}).update(
-            {int(b): e for b, e, s in zip(hv["batch"], hv["error_pct"], hv["in_sample"]) if not s and e == e})
     a10g_frozen = {}
     if h:
         a = predict.page(measured[h[0]]["view"], data_dir)["a10g"]
