@@ -759,11 +759,13 @@ def sentences(a10g: pd.DataFrame, table: pd.DataFrame, h200: pd.DataFrame) -> li
     main = h200[(h200["model"] == MODEL_LABELS["4b"])].dropna(subset=["error_pct"])
     if len(main):
         stated = h200.groupby("model")["stated_error_pct"].first().dropna()
-        out.append(f"On the h200 itself the predicted 4B steps at batches "
+        out.append(f"In sample, on the h200 whose traces it was built from, the predicted 4B steps at batches "
                    + join_and([f"{int(b):,}" for b in main["batch"]])
                    + f" lie within {_n(main['error_pct'].abs().max())}% of the measured; over every measured batch "
                    "outside the two the coefficients come from, the largest predicted error is "
-                   + join_and([f"{_n(v)}% on the {k}" for k, v in stated.items()]) + ".")
+                   + join_and([f"{_n(v)}% on the {k}" for k, v in stated.items()])
+                   + ". Its out-of-sample errors are those of the GPUs measured after its prediction for them was "
+                     "frozen (above).")
     four = table[table["model"] == MODEL_LABELS["4b"]]
     if len(four) >= 2:
         fast, slow = four.loc[four["itl_ms"].idxmin()], four.loc[four["itl_ms"].idxmax()]

@@ -97,3 +97,18 @@ def sentences(loo: pd.DataFrame, cls: pd.DataFrame, fits: dict | None = None) ->
                    + join_and([f"{r.quantity} {_pct(r.error_pct)} (the frozen model: {_pct(r.frozen_error_pct)})"
                                for r in g.itertuples()]) + ".")
     return out
+
+
+def error_matrix(loo: pd.DataFrame) -> pd.DataFrame:
+    """One row per direction (fitted on -> predicted for), one column per quantity: the refit's signed error, and in
+    brackets the frozen model's where it stated the same quantity; a dash where the direction has no such row."""
+    if not len(loo):
+        return pd.DataFrame()
+    col = loo.apply(lambda r: r["quantity"].replace("decode step", "step") + (
+        f" at {r['at'].split()[-1]}" if r["quantity"] == "decode step" else ""), axis=1)
+    cell = [_pct(e) + (f" ({_pct(f)})" if f == f else "") for e, f in zip(loo["error_pct"], loo["frozen_error_pct"])]
+    t = loo.assign(column=col, cell=cell, direction=loo["fit"] + " → " + loo["target"])
+    m = t.pivot_table(index="direction", columns="column", values="cell", aggfunc="first", sort=False)
+    order = [c for c in dict.fromkeys(col) if c in m.columns]
+    m.columns.name = None
+    return m[order].fillna("–").reset_index().rename(columns={"direction": "fitted on → predicted for"})
