@@ -92,13 +92,17 @@
     }
     var g = data.gpus.filter(function (x) { return x.key === key; })[0];
     return {name: g.name, bw: g.bandwidth_gb_s, tflops: g.tflops, memory: g.memory_gb, source: g.bandwidth_source,
-            custom: false};
+            tflopsSource: g.tflops_source, custom: false};
   }
 
   function draw(root, data, label, t) {
-    var m = data.models[label], rows = [];
+    var m = data.models[label], rows = [], band = [];
+    var fitRig = nearestFit(m, t.bw).rig, spread = (data.bands || {})[fitRig];
     data.grid.forEach(function (b) {
-      rows.push({batch: b, step_ms: step(m, t.bw, t.tflops, b), series: "predicted: " + t.name});
+      var s = step(m, t.bw, t.tflops, b);
+      rows.push({batch: b, step_ms: s, series: "predicted: " + t.name});
+      // a prediction divided by (1 + error) is what the measurement would have been at the fit's tested errors
+      if (spread) { band.push({batch: b, lo: s / (1 + spread[1] / 100), hi: s / (1 + spread[0] / 100)}); }
     });
     var measured = data.measured[label] || {};
     Object.keys(measured).forEach(function (rig) {
@@ -109,9 +113,23 @@
       domain.push("measured: " + rig);
       range.push((data.colours || {})[rig] || "#888888");
     });
+    var xScale = {type: "log", domain: [1, data.grid[data.grid.length - 1]], nice: false};
+    var layers = [];
+    if (band.length) {
+      layers.push({data: {values: band}, mark: {type: "area", opacity: 0.15, color: "#333333"},
+                   encoding: {x: {field: "batch", type: "quantitative", scale: xScale},
+                              y: {field: "lo", type: "quantitative", scale: {type: "log"}},
+                              y2: {field: "hi"},
+                              tooltip: [{field: "batch", title: "Batch", format: ","},
+                                        {field: "lo", title: "Band low (ms)", format: ".3~r"},
+                                        {field: "hi", title: "Band high (ms)", format: ".3~r"}]}});
+    }
     var spec = {
       $schema: "https://vega.github.io/schema/vega-lite/v6.json",
-      width: "container", height: 240, data: {values: rows},
+      width: "container", height: 240, layer: layers, resolve: {scale: {color: "independent"}}
+    };
+    layers.push({
+      data: {values: rows},
       mark: {type: "line", point: true},
       encoding: {
         x: {field: "batch", type: "quantitative", title: "Running batch (sequences)",
@@ -124,7 +142,7 @@
         tooltip: [{field: "series", title: "Series"}, {field: "batch", title: "Batch", format: ","},
                   {field: "step_ms", title: "Step (ms)", format: ".3~r"}]
       }
-    };
+    });
     var holder = root.querySelector(".iw-yourgpu-chart");
     if (window.vegaEmbed) {
       window.vegaEmbed(holder, spec, {actions: false, renderer: "svg"}).then(function (res) {
@@ -145,10 +163,14 @@
     out("batch").textContent = whole(s.batch);
     out("stop").textContent = s.stop ? whole(s.stop) : "past 1,024";
     var errors = (data.errors[s.fit] || []).join(" · ");
+    var spread = (data.bands || {})[s.fit];
     out("note").textContent = "Predicted, not measured: carried from the " + s.fit + "'s measured step (the measured " +
       "GPU nearest in bandwidth), at " + whole(t.bw) + " GB/s" + (t.custom ? " (your figure x the measured GPUs' " +
-      "copy fraction)" : " (" + t.source + ")") + ". Where this model was tested, " +
-      (errors || "no other measured GPU yet") + ".";
+      "copy fraction)" : " (" + t.source + ")") + " and " + sig(t.tflops) + " TFLOP/s" +
+      (t.custom ? " (your figure)" : " (" + t.tflopsSource + ")") + ". Where this model was tested, " +
+      (errors || "no other measured GPU yet") + "." +
+      (spread ? " The shaded band is the prediction at the " + s.fit + "'s tested step errors (" +
+                sig(spread[0]) + "% to " + sig(spread[1]) + "%), not a confidence interval." : "");
     root.setAttribute("data-iw-ready", form.gpu.value + "|" + label);
     draw(root, data, label, t);
   }

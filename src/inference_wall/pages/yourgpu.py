@@ -96,6 +96,7 @@ def payload(data_dir=None) -> dict | None:
                                         .itertuples(index=False) if s == s]
                                   for rig, v in views.items()}
     out["errors"] = tested_errors(data_dir)
+    out["bands"] = error_bands(data_dir)
     from ..figures import rig_colour
 
     out["colours"] = {rig: rig_colour(rig) for rig in measured}  # the book's colour of each measured rig
@@ -124,6 +125,17 @@ def tested_errors(data_dir=None) -> dict:
                 bits.append(f"{q} {percent(r['error_pct'].iloc[0], signed=True, whole=False, points=True)}")
         out.setdefault(fit_rig, []).append(f"carried from {fit_rig} to {target}: " + "; ".join(bits))
     return out
+
+
+def error_bands(data_dir=None) -> dict[str, list[float]]:
+    """{fit rig: [lowest, highest] signed error (%) of its decode steps wherever it was asked about another measured
+    GPU}: the band the view draws around a prediction carried from that rig (the spread its own test showed, not a
+    confidence interval)."""
+    from ..parts import refit
+
+    t = refit.loo_table(data_dir)
+    steps = t[(t["quantity"] == "decode step") & (t["target"] != "a10g-published")]
+    return {fit: [float(g["error_pct"].min()), float(g["error_pct"].max())] for fit, g in steps.groupby("fit")}
 
 
 # ---------------------------------------------------------------------------------------------
