@@ -140,3 +140,12 @@ def test_the_stylesheet_folds_what_the_box_marks():
                  "-webkit-line-clamp: 3"):
         assert rule in css, rule
     assert findingsbox.BREAK == "; "
+
+
+def test_more_bullets_are_in_the_box_but_shown_only_in_full():
+    from inference_wall.pages.findingsbox import findings_box
+
+    box = findings_box(["**a**: first of a", "**b**: first of b"], more=["**a**: second of a"])
+    assert box.count("<li") == 3 and box.count('class="iw-more-item"') == 1
+    assert 'class="iw-findings-toggle"' in box  # the switch that shows them
+    assert box.index("second of a") > box.index("first of b")

@@ -15,7 +15,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.md"))
 GLUE = re.compile(r"\{glue:(?:text|)\}`[^`]+`")
 CODE = re.compile(r"`[^`]*`")
 ALLOWED = re.compile(
-    r"Qwen3\.5-4B|A10G|H200|fp16|p50|p99|E2E|Figure \d+[a-z]?|Part \d+|part \d+|[Pp]art \d+'s|"
+    r"Qwen3\.5-4B|A10G|H200|H100|h200|h100|fp16|p50|p99|E2E|Figure \d+[a-z]?|Part \d+|part \d+|[Pp]art \d+'s|"
     r"(?:January|February|March|April|May|June|July|August|September|October|November|December) \d{1,2}, \d{4}|"
     r"\]\([^)\s]+\)|"  # a link's target (another part's page) is a name, not a number
     r"^# .*$",  # the page title names the part

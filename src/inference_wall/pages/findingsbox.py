@@ -56,23 +56,28 @@ def split(bullet: str) -> tuple[str, str]:
     return bullet, ""
 
 
-def findings_box(bullets: Iterable[str], empty: str = "No rig has measured this part yet.") -> str:
+def findings_box(bullets: Iterable[str], empty: str = "No rig has measured this part yet.",
+                 more: Iterable[str] = ()) -> str:
     """HTML: the admonition "Findings" with one item per bullet (its lead shown, its rest behind the switch, which
-    the box offers only where some bullet has a rest or a lead over :data:`LONG` characters). ``empty`` (Markdown)
-    is said where there are no bullets. The switch's checkbox comes first in the box, so that the title's label and
-    the list follow it as siblings that the stylesheet can select on its state."""
+    the box offers only where some bullet has a rest or a lead over :data:`LONG` characters). ``more``: bullets shown
+    only in full (a page with several rigs keeps its first screen for the first of each rig's). ``empty``
+    (Markdown) is said where there are no bullets. The switch's checkbox comes first in the box, so that the title's
+    label and the list follow it as siblings that the stylesheet can select on its state."""
     items = [b.strip().removeprefix("- ").strip() for b in bullets if b and b.strip()]
+    extra = [b.strip().removeprefix("- ").strip() for b in more if b and b.strip()]
     if not items:
         items = [empty]
-    parts = [split(b) for b in items]
-    foldable = any(rest or len(lead) > LONG for lead, rest in parts)
+    parts = [split(b) for b in items] + [split(b) for b in extra]
+    foldable = bool(extra) or any(rest or len(lead) > LONG for lead, rest in parts)
     lis = []
-    for lead, rest in parts:
+    for i, (lead, rest) in enumerate(parts):
+        hidden = i >= len(items)
         body = f'<span class="iw-lead">{_inline_html(lead)}</span>'
         if rest:
             body += (f'<span class="iw-more" aria-hidden="true"> …</span>'
                      f'<span class="iw-rest">{_inline_html(rest)}</span>')
-        lis.append(f'<li><span class="iw-finding">{body}</span></li>')
+        cls = ' class="iw-more-item"' if hidden else ""
+        lis.append(f'<li{cls}><span class="iw-finding">{body}</span></li>')
     switch = ""
     title = "Findings"
     if foldable:
