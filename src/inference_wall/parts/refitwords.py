@@ -55,9 +55,11 @@ def _host_wait(fits: dict, fit: str, target: str) -> str:
         share_t = b.loc[batch, "GPU idle"] / b.loc[batch, "step_ms"]
         share_f = a.loc[batch, "GPU idle"] / a.loc[batch, "step_ms"]
         if share_t > HOST_BOUND >= share_f:
-            return (f"; at {batch:,} the {target}'s GPU waited {sig(b.loc[batch, 'GPU idle'])} ms of its "
-                    f"{sig(b.loc[batch, 'step_ms'])} ms step (its own trace), where the {fit}'s waited "
-                    f"{sig(a.loc[batch, 'GPU idle'])} ms: a wait on the host that a GPU which did not wait cannot show")
+            return (f"; at {batch:,} the {target}'s GPU idled {sig(b.loc[batch, 'GPU idle'])} ms of its "
+                    f"{sig(b.loc[batch, 'step_ms'])} ms step (its untraced step less its traced kernels), where the "
+                    f"{fit}'s idled {sig(a.loc[batch, 'GPU idle'])} ms: an idle the {fit} does not show cannot be "
+                    "carried from it (a wait on the host is the candidate, not measured: the profiler, whose cost "
+                    f"is host work, slows the {target}'s steps far more than the {fit}'s)")
     return ""
 
 
