@@ -16,6 +16,9 @@ BUDGET_S=$(awk -v m="$BUDGET_MIN" 'BEGIN { if (m !~ /^[0-9]+(\.[0-9]+)?$/) exit 
   || { echo "h200-run: budget '$BUDGET_MIN' is not a number of minutes"; exit 2; }
 EXTRA=${3:-}  # more reproduce options for every item
 GRACE_S=${GRACE_S:-40}  # past the budget, the seconds a part may still take (its page's render) before it is cut
+# an item starts only with this many seconds left: one start and one point (the sweep itself refuses a budget under
+# the rig's slowest recorded start and a point; a rig whose starts are known to be short may lower it)
+MIN_LEFT_S=${MIN_LEFT_S:-360}
 OUT=${OUT:-/tmp/h200-out}
 mkdir -p "$OUT"
 ls /opt/wallsite/.installed-* >/dev/null 2>&1 || { echo "COLD: the staged vLLM is not installed on this host"; exit 3; }
@@ -50,7 +53,7 @@ for item in $PARTS; do
   # the minutes left to a tenth (--budget-min takes a fraction): rounding down to whole minutes cost every call
   # of session 6 up to a minute of the sweep's budget
   left_s=$(( end - $(date +%s) ))
-  [ "$left_s" -ge 360 ] || { echo "h200-run: under 6 minutes left (the sweep needs one start and one point): part $part on $rig not started"; break; }
+  [ "$left_s" -ge "$MIN_LEFT_S" ] || { echo "h200-run: under $MIN_LEFT_S s left (the sweep needs one start and one point): part $part on $rig not started"; break; }
   left=$(awk -v s="$left_s" 'BEGIN { printf "%.1f", int(s / 6) / 10 }')
   echo "h200-run: part $part, rig $rig, budget $left min${points:+, points $points}"
   # cut at the budget plus a margin (SIGTERM: the run stops its servers and records the point in flight as

@@ -47,6 +47,27 @@ def test_a_budget_below_one_point_says_so_and_exits_non_zero(command, tmp_path):
     assert "--budget-min 2 is below what one point needs" in line
 
 
+def _manifest(data_dir, part, rig, point, start_s):
+    folder = data_dir / "runs" / part / rig / point
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps({"status": "complete", "session": {"start_to_healthy_s": start_s}}))
+
+
+def test_the_budget_floor_is_the_rigs_slowest_recorded_start_and_a_point(tmp_path):
+    from inference_wall.run.sweep import SERVER_START_ESTIMATE_S, rig_start_estimate
+
+    assert rig_start_estimate(tmp_path / "runs", "my-rig") == SERVER_START_ESTIMATE_S  # no start recorded
+    _manifest(tmp_path, "00-inside-a-step", "my-rig", "a", 74.0)
+    _manifest(tmp_path, "03-batching-cliff", "my-rig", "b", 175.0)
+    _manifest(tmp_path, "03-batching-cliff", "other", "b", 900.0)  # another rig's start is not this rig's
+    assert rig_start_estimate(tmp_path / "runs", "my-rig") == 175.0
+    # 175 s + a 60-s point = 3.9 min: 3.8 is refused naming the rig's start, 4 runs on (to the next check)
+    line = _one_error_line(run_cli("sweep", "--part", "3", "--rig", "my-rig", "--budget-min", "3.8",
+                                   "--data-dir", str(tmp_path)))
+    assert "--budget-min 3.8 is below what one point needs" in line and "a server start, 2.9 min" in line, line
+    assert "give at least 4" in line, line
+
+
 def test_an_invalid_rig_profile_fails_before_anything_starts(tmp_path):
     (tmp_path / "rigs").mkdir()
     (tmp_path / "rigs" / "my-rig.json").write_text('{"serve_args": "--enforce-eager"}')

@@ -62,7 +62,7 @@ def timeline(trace: dict) -> dict | None:
 
 def window_row(point: Path) -> dict | None:
     """The row of COLUMNS for one traced point's first decode window (None where it has no window)."""
-    from ..run.trace import read_trace
+    from ..records.store import read_trace
 
     path = Path(point) / "trace-summary.json"
     if not path.exists():

@@ -14,7 +14,7 @@ from .runrequest import RunRequest
 from ..run.server import vllm_python
 from ..records.store import DATA_DIR, REPO, check_run_rig, part_name, rig_dir, write_json_atomic
 from ..run.sweep import (PointPlan, SettingsSource, SweepContext, SweepReport, changed_outside, changed_points,
-                     dry_run_lines, refuse_changed, run_sweep)
+                     dry_run_lines, refuse_changed, rig_start_estimate, run_sweep)
 from . import p00, p01, p02, p03, p04, p05, p06
 from .protocol import Part
 
@@ -163,7 +163,8 @@ def run_request(request: RunRequest, progress: bool = True, measure_bandwidth: b
                        rig_info=rig_info, budget_s=request.budget_min * 60 if request.budget_min else None,
                        serve_args=list(SERVE_ARGS), server_env=dict(SERVER_ENV), progress=progress,
                        extra_manifest={"parameters": params}, redo_changed=request.redo_changed,
-                       lock_holder=request.lock_holder, allow_shared=request.allow_shared)
+                       lock_holder=request.lock_holder, allow_shared=request.allow_shared,
+                       server_start_estimate_s=rig_start_estimate(request.data_dir / "runs", request.rig))
     return run_sweep(plans, ctx)
 
 

@@ -197,13 +197,13 @@ class RunRequest:
         (its overrides of every part), the time budget, --set's keys and kinds, the points, the complete points
         this plan would make otherwise, and --python. Each problem is one UserError line."""
         from .. import parts
-        from ..run.sweep import check_budget, refuse_changed
+        from ..run.sweep import check_budget, refuse_changed, rig_start_estimate
 
         request = cls(part=part_name(args.part), rig=check_run_rig(args.rig), data_dir=_data_folder(args.data_dir),
                       model_source=args.model_source, points=tuple(args.points) if args.points else None,
                       budget_min=args.budget_min, python=args.python, overrides=parse_overrides(args.set),
                       redo_changed=args.redo_changed, allow_shared=args.allow_shared)
-        check_budget(request.budget_min)
+        check_budget(request.budget_min, rig_start_estimate(request.data_dir / "runs", request.rig))
         request = request.validated()
         if not request.redo_changed:  # before any model is prepared or server started
             refuse_changed(parts.changed(request.planned, request.rig_dir), request.rig_dir)

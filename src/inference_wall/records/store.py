@@ -359,6 +359,14 @@ def read_artefact(point: Path, name: str) -> str:
     return read_text(open_artefact(point, name))
 
 
+def read_trace(path: Path) -> dict:
+    """A profiler trace (Chrome trace JSON, gzipped where it ends in .gz) as the dict it holds."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
 def request_throughput(point: Path, label: str = "bench") -> float:
     """Completed requests per second of a pass's saved result (raises if absent or unreadable)."""
     return float(json.loads(read_artefact(point, f"{label}.json"))["request_throughput"])

@@ -181,7 +181,7 @@ def _run_sweep_locked(plans: list[PointPlan], names: list[str], ctx: SweepContex
     todo = {p.name for p in plans if p.name in changed or not is_complete(ctx.rig_dir / p.name)}
     if todo:
         check_same_machine(ctx.rig.name, ctx.rig_dir.parent.parent, ctx.rig_info)
-        check_budget(ctx.budget_s / 60 if ctx.budget_s is not None else None)
+        check_budget(ctx.budget_s / 60 if ctx.budget_s is not None else None, ctx.server_start_estimate_s)
         # before the first server: two runs on one GPU disturb each other (a GPU rig's is refused unless allowed)
         shared = check_shared_machine(not is_cpu_rig(ctx.rig), ctx.allow_shared)
         if shared:
@@ -728,16 +728,37 @@ def check_same_machine(rig: str, runs: Path, rig_info: dict) -> None:
                         f"with a copy of data/rigs/{rig}.json if it has one)")
 
 
-def check_budget(budget_min: float | None) -> None:
+def rig_start_estimate(runs_dir: Path, rig: str) -> float:
+    """What a server start is assumed to take before this sweep has timed one: the slowest start to healthy that the
+    rig's complete points recorded in any part (`session.start_to_healthy_s`), else SERVER_START_ESTIMATE_S for a
+    rig that has none. The slowest, not the median: a first start on a fresh host tunes kernels again."""
+    starts = []
+    for manifest in Path(runs_dir).glob(f"*/{rig}/*/manifest.json"):
+        try:
+            s = json.loads(manifest.read_text()).get("session", {}).get("start_to_healthy_s")
+        except (OSError, ValueError):
+            continue
+        if isinstance(s, (int, float)) and math.isfinite(s) and s > 0:
+            starts.append(float(s))
+    return max(starts) if starts else SERVER_START_ESTIMATE_S
+
+
+def _minutes(seconds: float) -> str:
+    """Minutes as a reader types them: whole where whole (6), else to a tenth (3.9)."""
+    m = round(seconds / 60, 1)
+    return f"{m:.0f}" if m == int(m) else f"{m:.1f}"
+
+
+def check_budget(budget_min: float | None, start_estimate_s: float = SERVER_START_ESTIMATE_S) -> None:
     """A budget too small for one server start and one point would run nothing: say so up front."""
-    need_s = SERVER_START_ESTIMATE_S + POINT_ESTIMATE_S
+    need_s = start_estimate_s + POINT_ESTIMATE_S
     if budget_min is not None and not math.isfinite(budget_min):
         raise UserError(f"--budget-min {budget_min:g} is not a number of minutes; give one (e.g. --budget-min 30), "
                         f"or leave it out for no time limit")
     if budget_min is not None and budget_min * 60 < need_s:
         raise UserError(f"--budget-min {budget_min:g} is below what one point needs (about {need_s / 60:.0f} min: "
-                        f"a server start, {SERVER_START_ESTIMATE_S / 60:.0f} min, and a point, "
-                        f"{POINT_ESTIMATE_S / 60:.0f} min); give at least {need_s / 60:.0f}")
+                        f"a server start, {_minutes(start_estimate_s)} min, and a point, "
+                        f"{POINT_ESTIMATE_S / 60:.0f} min); give at least {_minutes(math.ceil(need_s / 6) * 6)}")
 
 
 def point_status(rig_dir: Path, names: list[str]) -> dict[str, str]:

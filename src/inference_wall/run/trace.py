@@ -20,6 +20,7 @@ from pathlib import Path
 import requests
 
 from .inject import InjectSpec, Injection
+from ..records.store import read_trace
 
 KEEP_RAW_BYTES = 2**20  # a compressed raw trace is kept beside its summary only under this size (a call of
 # gpu/h200-run.sh brings back at most 16 MiB of runs)
@@ -75,12 +76,6 @@ def summarise(trace: dict, top: int = 12) -> dict:
     return {"device": device, "events": len(chosen), "busy_ms": sum(fams.values()), "span_ms": span,
             "families_ms": dict(sorted(fams.items(), key=lambda kv: -kv[1])),
             "top_ms": sorted(names.items(), key=lambda kv: -kv[1])[:top]}
-
-
-def read_trace(path: Path) -> dict:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        return json.load(f)
 
 
 class TracedInjection(Injection):
