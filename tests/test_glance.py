@@ -84,9 +84,11 @@ def test_a_verdict_without_a_word_is_an_error():
 
 
 def test_part4_points_make_one_verdict():
-    assert glance.point_verdict([HOLDS, HOLDS, NOT_MEASURED]) == ("holds", "2 of 2 points")
-    assert glance.point_verdict([HOLDS, INCONCLUSIVE, DIFFERS]) == ("differs", "1 of 3 points")
-    assert glance.point_verdict([HOLDS, INCONCLUSIVE]) == ("inconclusive", "1 of 2 points")
+    assert glance.point_verdict([HOLDS, HOLDS, NOT_MEASURED]) == ("holds", "holds on 2 of 2 points")
+    # the cell counts every verdict, as part 4's own table does (not "differs (1 of 3)" beside "holds on 1 of 2")
+    assert glance.point_verdict([HOLDS, INCONCLUSIVE, DIFFERS]) == ("differs",
+                                                                      "holds on 1 of 3 points, differs on 1, inconclusive on 1")
+    assert glance.point_verdict([HOLDS, INCONCLUSIVE]) == ("inconclusive", "holds on 1 of 2 points, inconclusive on 1")
     assert glance.point_verdict([NOT_MEASURED]) == ("not measured", "")
     assert glance.point_verdict([]) == ("not measured", "")
 

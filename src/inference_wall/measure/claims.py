@@ -126,6 +126,18 @@ def band_text(band: tuple[float, float]) -> str:
     return f"{fmt_num(lo)} to {fmt_num(hi)}"
 
 
+def points_text(verdicts: list[str]) -> str:
+    """A claim judged point by point (part 4), in words counting every verdict it got: 'holds on 13 of 14 points,
+    differs on 1' ('' where no point was judged): the part's table and the glance page print the same words."""
+    judged = [v for v in verdicts if v != NOT_MEASURED]
+    if not judged:
+        return ""
+    counts = [(v, judged.count(v)) for v in (HOLDS, DIFFERS, INCONCLUSIVE) if judged.count(v)]
+    n = len(judged)
+    return ", ".join(f"{v} on {k}" + (f" of {n} point{'s' if n > 1 else ''}" if i == 0 else "")
+                     for i, (v, k) in enumerate(counts))
+
+
 ROW_COLUMNS = ["rig", "claim", "post", "mechanism", "band", "predicted", "measured", "ratio", "ratio_low", "ratio_high",
                "verdict", "how", "note"]
 

@@ -16,7 +16,7 @@ import re
 
 import pandas as pd
 
-from ..measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, known_number, missing
+from ..measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, known_number, missing, points_text
 from .. import words
 from ..schema import PUBLISHED_RIG
 
@@ -77,12 +77,8 @@ def point_verdict(verdicts: list[str]) -> tuple[str, str]:
     judged = [v for v in verdicts if v != NOT_MEASURED]
     if not judged:
         return word(NOT_MEASURED), ""
-    n = len(judged)
-    for verdict in (DIFFERS, INCONCLUSIVE):
-        k = judged.count(verdict)
-        if k:
-            return word(verdict), f"{k} of {n} points"
-    return word(HOLDS), f"{n} of {n} points"
+    worst = next((v for v in (DIFFERS, INCONCLUSIVE) if v in judged), HOLDS)
+    return word(worst), points_text(judged)
 
 
 def part4_summary(claims: pd.DataFrame, ids: list[str], rigs: list[str], part: int = 4) -> pd.DataFrame:

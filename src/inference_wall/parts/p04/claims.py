@@ -9,7 +9,7 @@ from typing import Callable
 import pandas as pd
 
 from ... import words
-from ...measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, fmt_num, missing
+from ...measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, fmt_num, missing, points_text
 
 
 @dataclass(frozen=True)
@@ -176,19 +176,14 @@ def evaluate_claims(views: dict[str, dict]) -> pd.DataFrame:
 
 
 def claim_summary(claims: pd.DataFrame, rigs: list[str]) -> pd.DataFrame:
-    """Per claim and rig: on how many points it holds, of those it applies to."""
+    """Per claim and rig: on how many of the points it applies to it holds, differs and is inconclusive
+    (measure.claims.points_text; the glance page's part 4 cells print the same words)."""
     rows = []
     for cid in [c.id for c in CLAIMS]:
         row = {"claim": cid}
         for rig in rigs:
             g = claims[(claims["claim"] == cid) & (claims["rig"] == rig)]
-            judged = g[~g["verdict"].isin([NOT_MEASURED, INCONCLUSIVE])]
-            unsure = int((g["verdict"] == INCONCLUSIVE).sum())
-            text = (f"holds on {int((judged['verdict'] == HOLDS).sum())} of {len(judged)} points" if len(judged)
-                    else ("" if unsure else "not measured on this rig"))
-            if unsure:
-                text += ("; " if text else "") + f"inconclusive on {unsure}"
-            row[rig] = text
+            row[rig] = points_text(list(g["verdict"])) or NOT_MEASURED
         rows.append(row)
     return pd.DataFrame(rows)
 
