@@ -171,3 +171,20 @@ def test_part4_summary_counts_every_verdict():
     t = pd.DataFrame({"claim": ["running-batch"] * 3, "rig": ["h200"] * 3, "verdict": [HOLDS, HOLDS, DIFFERS]})
     assert p04.claim_summary(t, ["h200"]).set_index("claim").loc["running-batch", "h200"] == \
         "holds on 2 of 3 points, differs on 1"
+
+
+def significant_digits(token: str) -> int:
+    """'1,132' -> 4, '1,130' -> 3, '0.0427' -> 3, '20' -> 1."""
+    t = token.replace(",", "").lstrip("-")
+    if "." in t:
+        return len(t.replace(".", "").lstrip("0"))
+    return len(t.lstrip("0").rstrip("0")) or 1
+
+
+@pytest.mark.parametrize("part", [1, 2, 3, 5])
+def test_claims_tables_print_three_significant_figures_at_most(pages, part):
+    shown = details(pages[part].claims)
+    long = [f"{r['claim']} on {r['rig']}: {r[col]!r}" for r in shown.to_dict("records")
+            for col in ("predicted", "measured", "measured / predicted")
+            for tok in re.findall(_NUM, str(r[col])) if significant_digits(tok) > 3]
+    assert not long, "\n".join(long)

@@ -29,7 +29,7 @@ HOLDS, DIFFERS, INCONCLUSIVE, NOT_MEASURED = "holds", "differs", "inconclusive",
 VERDICTS = (HOLDS, DIFFERS, INCONCLUSIVE, NOT_MEASURED)
 
 
-from ..words import known_number, missing, number as fmt_num  # noqa: E402,F401 (the claims' number words)
+from ..words import known_number, missing, number as fmt_num, sig  # noqa: E402,F401 (the claims' number words)
 
 class Missing(Exception):
     """A claim's input is not measured on this rig."""
@@ -113,10 +113,12 @@ def judge_contains(predicted: Interval, measured: Interval) -> str:
 
 
 def interval_text(i: Interval, unit: str = "") -> str:
+    """A prediction or measurement for the claims tables: three significant figures at most (1,130 tok/s, not
+    1,132), its range in brackets where it has one."""
     unit = f" {unit}" if unit else ""
     if i.low == i.high:
-        return f"{fmt_num(i.value)}{unit}"
-    return f"{fmt_num(i.value)}{unit} ({fmt_num(i.low)} to {fmt_num(i.high)})"
+        return f"{sig(i.value)}{unit}"
+    return f"{sig(i.value)}{unit} ({sig(i.low)} to {sig(i.high)})"
 
 
 def band_text(band: tuple[float, float]) -> str:
@@ -161,8 +163,8 @@ def details(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per (claim, rig): predicted and measured with their ranges, the ratio, the band and the
     verdict, for display."""
     out = rows.assign(ratio_range=[
-        "" if math.isnan(r.ratio) else (f"{r.ratio:.2f}" if r.ratio_low == r.ratio_high else
-                                        f"{r.ratio:.2f} ({r.ratio_low:.2f} to {fmt_num(r.ratio_high) if r.ratio_high > 99 else f'{r.ratio_high:.2f}'})")
+        "" if math.isnan(r.ratio) else (sig(r.ratio) if r.ratio_low == r.ratio_high else
+                                        f"{sig(r.ratio)} ({sig(r.ratio_low)} to {sig(r.ratio_high)})")
         for r in rows.itertuples()])
     cols = ["claim", "rig", "predicted", "measured", "ratio_range", "band", "verdict", "how"]
     return out[cols].rename(columns={"ratio_range": "measured / predicted", "band": "agreement band"})
