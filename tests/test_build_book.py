@@ -186,8 +186,10 @@ def test_each_part_s_reads_cover_the_parts_its_module_imports():
         assert {PARTS[k] for k in seen} <= set(runs_read(m.PART)), m.NAME
         assert mod.data_inputs(f"notebooks/{m.NAME}") == [f"data/runs/{r}" for r in runs_read(m.PART)] + list(
             mod.SHARED_DATA)
-    stems = {p.stem for p in (ROOT / "notebooks").glob("0*.md")}
-    assert stems == {m.NAME for m in MODULES.values()}  # every part page is a part's
+        # its evidence page is keyed on the same runs: rebuilt when they change, as the part's page is
+        assert mod.data_inputs(f"notebooks/{m.NAME}-evidence") == mod.data_inputs(f"notebooks/{m.NAME}")
+    stems = {p.stem.removesuffix("-evidence") for p in (ROOT / "notebooks").glob("0*.md")}
+    assert stems == {m.NAME for m in MODULES.values()}  # every part page (and evidence page) is a part's
 
 
 def test_reads_name_known_parts_only():

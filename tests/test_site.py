@@ -51,7 +51,8 @@ def toc_docs(toc_file: Path = ROOT / "_toc.yml") -> list[str]:
 
 
 DOCS = toc_docs()
-PART_DOCS = [d for d in DOCS if d.startswith("notebooks/")]
+PART_DOCS = [d for d in DOCS if d.startswith("notebooks/") and not d.endswith("-evidence")]
+EVIDENCE_DOCS = [d for d in DOCS if d.endswith("-evidence")]  # a part's tables and claims arithmetic
 
 
 @pytest.fixture(scope="session")
