@@ -179,3 +179,25 @@ def notes(rows: pd.DataFrame) -> list[str]:
             rigs = ", ".join(f"{r.rig} ({r.verdict})" for r in off.itertuples())
             out.append(f"**{claim}** on {rigs}: {off.iloc[0]['note']}")
     return out
+
+
+def takeaway_data(rows: pd.DataFrame, claim_ids: list[str]) -> str:
+    """What the data say on a part's take-away, from its claims' own rows: per claim and rig judged, the measurement
+    against the prediction and the verdict (a claim judged point by point: its count of verdicts, points_text);
+    'Not measured on the rigs shown.' where none was judged."""
+    said = []
+    for cid in claim_ids:
+        mine = rows[(rows["claim"] == cid) & (rows["verdict"] != NOT_MEASURED)]
+        if "point" in rows:  # judged on every point it applies to
+            for rig, g in mine.groupby("rig", sort=False):
+                said.append(f"{cid} on {rig}: {points_text(list(g['verdict']))}")
+            continue
+        for r in mine.itertuples():
+            said.append(f"{cid} on {r.rig}: {r.measured} measured against {r.predicted} predicted, {r.verdict}")
+    return ("; ".join(said) + ".") if said else "Not measured on the rigs shown."
+
+
+def takeaways(rows: pd.DataFrame, lessons: list[tuple[str, list[str]]]) -> list[tuple[str, str]]:
+    """A part's take-aways: each lesson (the mechanism it tested, in words) with what its claims' rows say
+    (takeaway_data), for p01.takeaways_markdown."""
+    return [(lesson, takeaway_data(rows, ids)) for lesson, ids in lessons]

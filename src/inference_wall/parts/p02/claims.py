@@ -167,3 +167,13 @@ OTHER_CLAIMS = [
 
 
 CLAIMS = claims_for(DEFAULTS["prompt_lens"])
+
+
+def lessons(claim_ids: list[str]) -> list[tuple[str, list[str]]]:
+    """The part's take-aways: what it tested, in words, and the claims whose rows say what the data show."""
+    prefill = [c for c in claim_ids if c.startswith("freeze-is-prefill-")]
+    return [("With chunking off, a long prompt freezes every stream decoding beside it for about the prompt's whole "
+             "prefill.", prefill),
+            ("With chunked prefill the freeze falls to one chunk step, one budget's share of the prefill, whatever the "
+             "prompt's length.", ["freeze-is-one-chunk", "freeze-is-one-step"]),
+            ("Flipping the flag shrinks the freeze by the whole prefill over one chunk's share.", ["shrink-ratio"])]

@@ -192,3 +192,13 @@ def sig(x: float, digits: int = 3) -> str:
     """A number for a reader: at most `digits` significant digits (8,197.5 -> 8,200); a whole number (a count, a
     pool's pages) exactly (words.sig)."""
     return words.sig(x, digits, whole=True)
+
+
+LESSONS = [
+    ("The KV pool, counted in pages, sets the running batch: as many requests as their prompts' pages fit, up to "
+     "max_num_seqs.", ["pool-override", "running-batch"]),
+    ("A pool that holds every admitted request at full length never preempts; one that cannot, does.",
+     ["no-preemption-fit", "preemption-outgrow"]),
+    ("Each preemption stalls a stream; without preemptions a smaller pool costs only its smaller batch.",
+     ["preemption-stall", "preemption-itl", "throughput-batch"]),
+]  # the part's take-aways: what it tested, and the claims whose rows say what the data show
