@@ -167,3 +167,16 @@ def test_a_chart_whose_spec_is_unchanged_is_not_converted_again(tmp_path, monkey
     paths["png"].unlink()
     figures.save(chart.mark_point(), "part9-cache")
     assert len(calls) == 6 and paths["png"].exists()  # a file gone: converted again
+
+
+def test_a_folded_table_opens_under_its_summary():
+    """Reference tables on the method and rigs pages fold under one line (issue 41: pages a reader finishes)."""
+    import pandas as pd
+
+    from inference_wall import figures
+
+    df = pd.DataFrame({"rig": ["a"], "value": [1.0]})
+    folded = figures.table(df, fold="Every server start (table)").data
+    assert folded.startswith('<details class="iw-fold"><summary>Every server start (table)</summary>')
+    assert folded.endswith("</details>") and "<table" in folded
+    assert "<details" not in figures.table(df).data

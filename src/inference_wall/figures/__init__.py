@@ -555,13 +555,17 @@ def csv_link(df: pd.DataFrame, name: str, out_dir: Path | None = None) -> str:
     return csv_link_html(save_csv(df, name, out_dir))
 
 
-def table(df: pd.DataFrame, csv: str | None = None, **kwargs):
+def table(df: pd.DataFrame, csv: str | None = None, fold: str | None = None, **kwargs):
     """:func:`table_html` wrapped for display in a notebook (returns an ``IPython.display.HTML``); with ``csv``
-    (a file stem such as ``part1-rates``) the frame is also saved as CSV and linked under the table."""
+    (a file stem such as ``part1-rates``) the frame is also saved as CSV and linked under the table; with ``fold``
+    (a summary line) the table is folded under it (a reference table a reader opens when needed)."""
     from IPython.display import HTML
 
     link = csv_link(df, csv) if csv else ""
-    return HTML(table_html(df, **kwargs) + link)
+    body = table_html(df, **kwargs) + link
+    if fold:
+        body = f'<details class="iw-fold"><summary>{html.escape(fold)}</summary>{body}</details>'
+    return HTML(body)
 
 
 def glue_number(name: str, value) -> None:
