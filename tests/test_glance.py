@@ -182,3 +182,15 @@ def test_chart_words_name_each_rigs_best_point_and_leave_missing_numbers_out():
     assert "from 2.00 J (part 5, m fp8, 1 streams) to 0.0625 J" in text
     assert "nan" not in text.lower() and "USD per million tokens" in text
     assert "a10g-published**: most tokens per GPU 49.0 tok/s (part 3, m, cap 1) at 50.0 tok/s per user." in text
+
+
+def test_a_parts_headline_is_its_first_findings_lead(committed):
+    """The intro's line per part carries the part's headline number: the lead of its findings box's first bullet."""
+    from types import SimpleNamespace
+
+    assert glance.headline(SimpleNamespace(box=["- **Ceiling:** 1,090 tok/s on the A10G, flooded at every cap; more after"])) == \
+        "**Ceiling:** 1,090 tok/s on the A10G, flooded at every cap."
+    assert glance.headline(SimpleNamespace(box=[])) == ""
+    pages = glance.pages()
+    line = glance.headline(pages[1])
+    assert line and any(ch.isdigit() for ch in line)

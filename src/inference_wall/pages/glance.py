@@ -70,6 +70,15 @@ def pages(data_dir=None) -> dict[int, object]:
     return {n: protocol.page(parts.protocol_of(n), data_dir, parts.page_rigs(n, data_dir)) for n in sorted(PARTS)}
 
 
+def headline(page) -> str:
+    """A part's headline in one line, with its number: the lead of its findings box's first bullet (findingsbox.split,
+    the sentence a reader sees first on the part's page), '' where the box is empty."""
+    from .findingsbox import split
+
+    bullets = [b for b in page.box if b and b.strip()]
+    return split(bullets[0].strip().removeprefix("- "))[0].rstrip(" .:;") + "." if bullets else ""
+
+
 def point_verdict(verdicts: list[str]) -> tuple[str, str]:
     """One verdict for a claim that part 4 judges on every point it applies to, and the count behind it: differs
     where any point differs, else inconclusive where any is, else holds where every point holds; not measured
