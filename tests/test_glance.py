@@ -194,3 +194,17 @@ def test_a_parts_headline_is_its_first_findings_lead(committed):
     pages = glance.pages()
     line = glance.headline(pages[1])
     assert line and any(ch.isdigit() for ch in line)
+
+
+def test_a_parts_own_matrix_draws_the_glance_cells_without_a_band():
+    """A part's page draws its verdicts as the glance page does (a claim's sentence under its name, one coloured cell
+    per rig), in a table a reader finishes: the same cells, no band naming the part."""
+    from inference_wall import parts
+    from inference_wall.parts import protocol
+
+    page = protocol.page(p01.PART, None, parts.page_rigs(1, None))
+    html_ = glance.part_matrix_html(1, page.claims)
+    assert 'class="iw-v-part"' not in html_
+    cells = html_.count('<td class="iw-v iw-v-')
+    assert cells == len(page.claims) and "set by the KV pool" in html_
+    assert glance.part_matrix_html(1, page.claims.iloc[0:0]) == ""

@@ -149,16 +149,18 @@ def tally(m: pd.DataFrame, rigs: list[str]) -> pd.DataFrame:
     return pd.DataFrame([{"rig": rig, **{w: int((m[rig] == w).sum()) for w in VERDICT_WORDS}} for rig in rigs])
 
 
-def matrix_html(m: pd.DataFrame, rigs: list[str]) -> str:
+def matrix_html(m: pd.DataFrame, rigs: list[str], bands: bool = True) -> str:
     """The matrix as a compact HTML table: a band per part linking to its page, each claim linking to the part's
     claims, one coloured cell per rig (classes iw-v-holds, iw-v-differs, iw-v-inconclusive, iw-v-not-measured in
-    _static/inference-wall.css); the post's sentence under the claim's name."""
+    _static/inference-wall.css); the post's sentence under the claim's name. `bands`: False on a part's own page
+    (one part, no band naming it)."""
     head = "".join(f'<th class="iw-v-rig">{html.escape(r)}</th>' for r in rigs)
     body = []
     for part in sorted(m["part"].unique()):
         page = part_page(int(part))
-        body.append(f'<tr class="iw-v-part"><th colspan="{1 + len(rigs)}"><a href="{page}">'
-                    f'{html.escape(part_label(int(part)))}</a></th></tr>')
+        if bands:
+            body.append(f'<tr class="iw-v-part"><th colspan="{1 + len(rigs)}"><a href="{page}">'
+                        f'{html.escape(part_label(int(part)))}</a></th></tr>')
         for r in m[m["part"] == part].to_dict("records"):
             post = f'<span class="iw-v-post">{html.escape(r["post"])}</span>' if r["post"] else ""
             cells = []
@@ -172,6 +174,16 @@ def matrix_html(m: pd.DataFrame, rigs: list[str]) -> str:
                         + "".join(cells) + "</tr>")
     return (f'<div class="iw-v-wrap"><table class="iw-verdicts"><thead><tr><th>Claim</th>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table></div>')
+
+
+def part_matrix_html(part: int, claims: pd.DataFrame) -> str:
+    """A part's own claims table (claims.evaluate's rows) as the glance page draws it: a row per claim with the post's
+    sentence under its name, a coloured verdict per rig; the same cells as the glance page's rows of that part."""
+    rows = _rows(part, claims)
+    if not len(rows):
+        return ""
+    rigs = shown_rigs(rows)
+    return matrix_html(matrix(rows, {part: list(dict.fromkeys(rows["claim"]))}, rigs), rigs, bands=False)
 
 
 # ---------------------------------------------------------------------------------------------
