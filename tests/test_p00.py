@@ -281,6 +281,17 @@ def test_the_9b_answers_compare_over_part_fives_range_and_split_the_4_bit_matmul
     assert all(math.isnan(m.loc[v, "quant_mm_b1_ms"]) for v in ("4b", "9b-fp16"))  # no quantized layer
 
 
+def test_the_single_stream_answer_says_whose_server_and_floor_it_is():
+    # part 1's page shows part 1's single stream and floor and this chapter's: the answer names its own server and
+    # how its floor is counted (shapes' bytes at its starts' bandwidth), beside part 1's (another server and start)
+    view = p00.rig_view("h200", p00.page_tables(None, ["h200"]))
+    (said,) = [w for w in p00.open_answers(view, None, None) if "(part 1)" in w]
+    f = view["floors"][view["main"]]
+    assert said.count("On this chapter's own server, the engine's step at batch 1") == 1
+    assert f"{p00._n(f['weights_bytes'] / 1e9)} GB by its shapes at {p00._n(f['bandwidth_gb_s'])} GB/s" in said
+    assert "Part 1's single stream, where part 1 ran the rig, is another server and start" in said
+
+
 def test_each_part_gets_only_its_own_answers():
     view = p00.rig_view("h200", p00.page_tables(None, ["h200"]))
     every = p00.open_answers(view, None, None)

@@ -1486,10 +1486,15 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
         s1 = _step_interval(pts, main, 1).value
         f = view["floors"][main]
         mm = _component(view, 1, "weights (matmul)")
-        out.append(f"**Why a single stream runs above its weight floor (part 1).** {_n(s1)} ms against a floor of "
-                   f"{_n(f['weights_ms'])} ms: the weight matmuls alone take {_n(mm)} ms, "
+        out.append(f"**Why a single stream runs above its weight floor (part 1).** On this chapter's own server, the "
+                   f"engine's step at batch 1: {_n(s1)} ms against a floor of {_n(f['weights_ms'])} ms (the language "
+                   f"model's {_n(f['weights_bytes'] / 1e9)} GB by its shapes at {_n(f['bandwidth_gb_s'])} GB/s, the "
+                   "median bandwidth this chapter's starts measured). Part 1's single stream, where part 1 ran the rig, is another "
+                   "server and start, timed by the client's gaps between tokens, its floor the logged weights less "
+                   "the vision tower at its own start's bandwidth. Here the weight matmuls alone take "
+                   f"{_n(mm)} ms, "
                    f"{_n(mm / f['weights_ms'])}x the floor; the other {_n(s1 - mm)} ms are the other kernels and "
-                   "the GPU's idle time (the findings above).")
+                   "the GPU's idle time (this chapter's findings).")
     except (Missing, KeyError):
         pass
     dense = pts[(pts["variant"] == DENSE) & (pts["kind"] == "decode")].dropna(subset=["step_ms"]).set_index("batch")
