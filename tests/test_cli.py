@@ -449,13 +449,22 @@ def _refused_up_front(monkeypatch, capsys, argv) -> str:
     # a plan of no point ran nothing and said "done 0"
     (["--part", "6", "--set", "configs=[]"], "part 06-past-one-gpu on rig my-rig plans no point"),
     (["--data-dir", __file__], f"--data-dir {__file__}: a file, not a folder"),
-    # before: read as a folder holding no profile and no model ("unknown model preset 'qwen3.5-4b'")
-    (["--data-dir", "/no/such/data"], "--data-dir /no/such/data: no such folder"),
 ])
 def test_bad_run_options_are_refused_before_anything_starts(command, extra, named, tmp_path, monkeypatch, capsys):
     line = _refused_up_front(monkeypatch, capsys, [command, "--part", "1", "--rig", "my-rig", "--data-dir",
                                                    str(tmp_path), *extra])
     assert named in line
+
+
+@pytest.mark.parametrize("command", ["sweep", "reproduce"])
+def test_a_data_dir_that_does_not_exist_is_refused_by_name(command, tmp_path, monkeypatch, capsys):
+    """Before: read as a folder holding no profile and no model ("unknown model preset 'qwen3.5-4b'"), and a run
+    went on to take its writer lock there, making the folder."""
+    missing = tmp_path / "no such data"
+    line = _refused_up_front(monkeypatch, capsys, [command, "--part", "1", "--rig", "my-rig", "--data-dir",
+                                                   str(missing)])
+    assert line.startswith(f"error: --data-dir {missing}: no such folder"), line
+    assert not missing.exists()
 
 
 @pytest.mark.parametrize("overrides, named", [
