@@ -289,7 +289,8 @@ def shape_bytes(preset: str, data_dir=None) -> dict:
     from ..model.modelshape import preset_decode_bytes
 
     shape = ModelShape.of(preset, data_dir)
-    return {"weights_bytes": preset_decode_bytes(preset, _fmt(preset), data_dir).total,
+    b = preset_decode_bytes(preset, _fmt(preset), data_dir)
+    return {"weights_bytes": b.total, "quantized_bytes": b.quantized, "gemm16_bytes": b.unquantized_linear + b.head,
             "state_bytes_per_seq": shape.state_bytes_per_seq, "kv_bytes_per_token": shape.kv_bytes_per_token,
             "attention_layers": shape.attention_layers, "recurrent_layers": shape.recurrent_layers}
 
@@ -401,6 +402,15 @@ def trace_steps(kernels: dict, shape: dict) -> float:
 
 
 FILTER_KERNELS = r"topk|top_k|topp|top_p|sort"  # the top-k/top-p filter's kernels (names lower-case)
+# the quantized layers' matmul kernels among the weight matmuls (a torch.compile fusion named after the op it sits
+# beside, triton_..._machete_mm_..., is not one)
+QUANT_KERNELS = r"machete|marlin|gptq|awq|exllama"
+
+
+def quant_matmul_ms(kernels: dict) -> float:
+    """The GPU milliseconds of the weight-matmul kernels that run the quantized layers (QUANT_KERNELS)."""
+    return sum(t for n, (_, t) in kernels.items() if step_family(n) == "weights (matmul)"
+               and re.search(QUANT_KERNELS, n.lower()) and not n.lower().startswith("triton"))
 
 
 def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
@@ -422,15 +432,18 @@ def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
                 for n, (_, ms) in kernels.items():
                     fams[step_family(n)] = fams.get(step_family(n), 0.0) + ms
                 topk = sum(t for n, (_, t) in kernels.items() if re.search(FILTER_KERNELS, n.lower()))
+                quant = quant_matmul_ms(kernels)
                 for fam in COMPONENTS[:-1]:
                     rows.append({"rig": pt.rig, "point": pt.name, "variant": pt.params["variant"],
                                  "batch": int(pt.params["batch"]), "device": sm.get("device"), "family": fam,
                                  "ms_per_step": fams.get(fam, 0.0) / steps if steps else math.nan,
                                  "steps": steps, "mixed": mixed, "busy_ms_per_step": sm["busy_ms"] / steps if steps else math.nan,
                                  "span_ms_per_step": sm["span_ms"] / steps if steps else math.nan,
-                                 "filter_ms_per_step": topk / steps if steps else math.nan})
+                                 "filter_ms_per_step": topk / steps if steps else math.nan,
+                                 "quant_mm_ms_per_step": quant / steps if steps else math.nan})
     return pd.DataFrame(rows, columns=["rig", "point", "variant", "batch", "device", "family", "ms_per_step", "steps",
-                                       "mixed", "busy_ms_per_step", "span_ms_per_step", "filter_ms_per_step"])
+                                       "mixed", "busy_ms_per_step", "span_ms_per_step", "filter_ms_per_step",
+                                       "quant_mm_ms_per_step"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -780,6 +793,16 @@ def _from_batch(curve: pd.DataFrame, variant: str, upto: int = 64, least: int = 
     return max(have) if have else None
 
 
+def _quant_mm_at(view: dict, variant: str, batch: int) -> float:
+    """The quantized layers' matmul kernels' GPU milliseconds per step in the variant's trace at `batch` (0 where the
+    trace has none, NaN where there is no such trace)."""
+    tr = view.get("traces")
+    if tr is None or not len(tr) or "quant_mm_ms_per_step" not in tr:
+        return math.nan
+    at = tr[(tr["variant"] == variant) & (tr["batch"] == batch) & ~tr["mixed"]]
+    return float(at["quant_mm_ms_per_step"].iloc[0]) if len(at) else math.nan
+
+
 def model_table(view: dict) -> pd.DataFrame:
     """One row per model served with async scheduling (variants without a `base`): the single stream's step against
     its weight floor (the language model's bytes over the measured bandwidth), what the trace splits it into (the
@@ -806,6 +829,7 @@ def model_table(view: dict) -> pd.DataFrame:
                      "matmul_b1_ms": mm,
                      "matmul_gb_s": f.get("weights_bytes", math.nan) / 1e9 / (mm / 1000) if mm == mm and mm else math.nan,
                      "matmul_pct_bw": 100 * f["weights_ms"] / mm if mm == mm and mm and f.get("weights_ms") else math.nan,
+                     **_matmul_split(f, mm, _quant_mm_at(view, v, 1)),
                      "other_kernels_b1_ms": k1 - mm, "idle_b1_ms": s1 - k1,
                      "step_b256_ms": s256, "kernels_b256_ms": k256,
                      "idle_b256_pct": 100 * (s256 - k256) / s256 if s256 == s256 and s256 else math.nan,
@@ -815,6 +839,21 @@ def model_table(view: dict) -> pd.DataFrame:
                      "state_mb_per_seq": f.get("state_bytes_per_seq", math.nan) / 1e6,
                      "linear_kernel": str(kern.iloc[0]) if len(kern) else ""})
     return pd.DataFrame(rows)
+
+
+def _matmul_split(f: dict, matmul_ms: float, quant_ms: float) -> dict:
+    """The weight matmuls at batch 1 split by kernel: the quantized layers' kernels (`quant_mm_b1_ms`) reading the
+    quantized weights, and the 16-bit GEMMs (`gemm16_b1_ms`: the output head and any layer left in 16 bits) reading
+    theirs, each with its read rate (% of the measured bandwidth). NaN where the model has no quantized layer."""
+    bw = f.get("bandwidth_gb_s", math.nan)
+    out = dict.fromkeys(["quant_mm_b1_ms", "quant_mm_pct_bw", "gemm16_b1_ms", "gemm16_pct_bw"], math.nan)
+    if not f.get("quantized_bytes") or not known_number(quant_ms) or not quant_ms or not known_number(bw):
+        return out
+    gemm16 = matmul_ms - quant_ms
+    out.update(quant_mm_b1_ms=quant_ms, quant_mm_pct_bw=100 * f["quantized_bytes"] / (bw * 1e9) * 1000 / quant_ms,
+               gemm16_b1_ms=gemm16,
+               gemm16_pct_bw=100 * f["gemm16_bytes"] / (bw * 1e9) * 1000 / gemm16 if gemm16 > 0 else math.nan)
+    return out
 
 
 MODEL_COLUMNS = {"model": "model", "weights_gb": "weights a step reads (GB)", "floor_ms": "weight floor (ms)",
@@ -846,9 +885,12 @@ def model_words(view: dict) -> list[str]:
                    f"({_n(r.step_b1_ms)} against {_n(r.floor_ms)}{' ms' if k == 0 else ''})" for k, r in enumerate(rs)]
         rates = [f"{_n(r.matmul_pct_bw, 2)}%" for r in rs]
         kernels = [f"the {r.model}'s through vLLM's {r.linear_kernel}" for r in rs if r.linear_kernel]
+        split = [f"the {r.model}'s 4-bit layers' kernels alone at {_n(r.quant_mm_pct_bw, 2)}% and its 16-bit GEMMs "
+                 f"(the output head among them) at {_n(r.gemm16_pct_bw, 2)}%" for r in rs if known_number(r.quant_mm_pct_bw)]
         out.append("A single stream steps at " + join_and(floors_) + "; the weight matmuls read the weights at "
                    + join_and(rates) + " of the measured bandwidth, in that order"
-                   + (f" ({join_and(kernels)}, as its start logged)" if kernels else "") + ".")
+                   + (f" ({join_and(kernels)}, as its start logged)" if kernels else "")
+                   + (f"; by kernel, {join_and(split)}" if split else "") + ".")
     idle = t.dropna(subset=["idle_b256_pct"])
     if len(idle):
         out.append("At 256 sequences the GPU is idle for " + ", ".join(
@@ -1104,7 +1146,12 @@ def model_finding(view: dict) -> str | None:
     if {"4b", "9b-fp16"} <= set(t.index) and known_number(t.loc["9b-fp16", "per_seq_to_256_us"]):
         a, b = t.loc["4b", "per_seq_to_256_us"], t.loc["9b-fp16", "per_seq_to_256_us"]
         parts.append(f"the 9B in fp16 costs {_n(b)} us per added sequence up to 256 against the 4B's {_n(a)}")
-    if {"9b-fp16", "9b-int4"} <= set(t.index) and known_number(t.loc["9b-int4", "matmul_pct_bw"]):
+    if {"9b-fp16", "9b-int4"} <= set(t.index) and known_number(t.loc["9b-int4", "quant_mm_pct_bw"]):
+        parts.append(f"the 4-bit 9B's quantized matmul kernels read their weights at "
+                     f"{_n(t.loc['9b-int4', 'quant_mm_pct_bw'], 2)}% of the bandwidth (its 16-bit GEMMs, the output "
+                     f"head among them, at {_n(t.loc['9b-int4', 'gemm16_pct_bw'], 2)}%), the fp16 9B's matmuls at "
+                     f"{_n(t.loc['9b-fp16', 'matmul_pct_bw'], 2)}%")
+    elif {"9b-fp16", "9b-int4"} <= set(t.index) and known_number(t.loc["9b-int4", "matmul_pct_bw"]):
         parts.append(f"the 4-bit 9B's weight matmuls read at {_n(t.loc['9b-int4', 'matmul_pct_bw'], 2)}% of the "
                      f"bandwidth, the fp16 9B's at {_n(t.loc['9b-fp16', 'matmul_pct_bw'], 2)}%")
     if DENSE in t.index and known_number(t.loc[DENSE, "idle_b256_pct"]):
@@ -1281,19 +1328,61 @@ def part_answers(part: int, data_dir=None, rigs: list[str] | None = None) -> lis
     tables = page_tables(data_dir, shown)
     part3 = sweep_table(data_dir, shown) if part == 3 else None
     mixed = mixed_table(data_dir, shown) if part == 2 else None
+    part5 = _part5_variants(data_dir, shown) if part == 5 else {}
     out = []
     for rig in shown:
         view = rig_view(rig, tables, parts.parameters(0, rig, data_dir), data_dir)
-        for words in open_answers(view, part3, mixed):
+        for words in open_answers(view, part3, mixed, part5.get(rig)):
             if f"(part {part})" in words.split("**")[1] if words.startswith("**") else False:
                 words = words.replace(f" (part {part}).**", ".**", 1)  # on the part's own page
                 out.append(words if len(shown) == 1 else f"*{rig}:* {words}")
     return out
 
 
-def nine_b_answers(view: dict) -> list[str]:
-    """Part 5's two questions from the models' table: the 9B's cost per added sequence against the 4B's, in pure
-    decode and by component; the 4-bit single stream against its weight floor."""
+def per_seq_in_range(view: dict, variants: tuple[str, ...] = ("9b-fp16", "4b"), upto: int | None = None) -> dict:
+    """Per variant, the step fit's slope (analysis.linear_fit, us per added sequence, with its 95% range) over this
+    chapter's decode steps from 1 to the largest batch that every variant measured within part 5's fit range
+    (p05's fit_max_batch), so that the models compare over the batches part 5's question is about. Empty where a
+    variant has fewer than two points there."""
+    from ..measure.analysis import linear_fit
+    from .p05.plan import DEFAULTS as PART5
+
+    upto = upto or int(PART5["fit_max_batch"])
+    curve = view.get("curve")
+    if curve is None or not len(curve):
+        return {}
+    have = [set(curve[curve["variant"] == v]["batch"]) for v in variants]
+    common = [int(b) for b in set.intersection(*have) if b <= upto] if have else []
+    if not common:
+        return {}
+    top = max(common)
+    out = {"upto": upto, "top": top, "variants": {}}
+    for v in variants:
+        c = curve[(curve["variant"] == v) & (curve["batch"] <= top)].sort_values("batch")
+        if len(c) < 2:
+            return {}
+        fit = linear_fit(c["batch"], c["step_ms"])
+        out["variants"][v] = {"us": 1000 * fit.slope, "low": 1000 * fit.slope_ci[0], "high": 1000 * fit.slope_ci[1],
+                              "batches": [int(b) for b in c["batch"]],
+                              "has_upto": upto in set(curve[curve["variant"] == v]["batch"])}
+    return out
+
+
+def _part5_variants(data_dir, rigs: list[str]) -> dict:
+    """Per rig, part 5's variants (its rig_view's `variants`: the 4B reference and each format of the 9B), for its
+    page's answers to set its own fits beside this chapter's steps."""
+    from .. import parts
+    from . import p05
+
+    tables = p05.page_tables(data_dir, rigs)
+    return {rig: p05.rig_view(rig, tables, parts.parameters(5, rig, data_dir), data_dir)["variants"] for rig in rigs}
+
+
+def nine_b_answers(view: dict, part5: dict | None = None) -> list[str]:
+    """Part 5's two questions from the models' table: the 9B's cost per added sequence against the 4B's, over the
+    batches part 5 fits (per_seq_in_range) and then past them in pure decode and by component, with part 5's own
+    slopes and its 4B server's step beside this chapter's where `part5` (part 5's variants on this rig, its
+    rig_view's `variants`) is given; the 4-bit single stream against its weight floor, its matmuls by kernel."""
     m = view.get("models")
     out = []
     if m is None or not len(m):
@@ -1302,9 +1391,46 @@ def nine_b_answers(view: dict) -> list[str]:
     if {"4b", "9b-fp16"} <= set(t.index) and known_number(t.loc["9b-fp16", "per_seq_to_256_us"]):
         a, b = t.loc["4b"], t.loc["9b-fp16"]
         rel = "more" if b.per_seq_to_256_us > a.per_seq_to_256_us else "less"
-        words = (f"**Why the 9B's per-sequence cost comes out below the 4B's (part 5).** In pure decode it does not: "
-                 f"each sequence added from {int(b.from_batch)} to 256 costs the 9B's step {_n(b.per_seq_to_256_us)} us "
-                 f"and the 4B's {_n(a.per_seq_to_256_us)} us ({rel} on the 9B)")
+        head = "**Why the 9B's per-sequence cost comes out below the 4B's (part 5).** "
+        rng = per_seq_in_range(view)
+        if rng:
+            n, f = rng["variants"]["9b-fp16"], rng["variants"]["4b"]
+            overlap = n["low"] <= f["high"] and f["low"] <= n["high"]
+            verdict = ("about the same cost per added sequence to both (ranges that overlap)" if overlap else
+                       f"the 9B {'more' if n['us'] > f['us'] else 'less'} per added sequence than the 4B")
+            words = (head + f"Over the batches part 5 fits (up to {rng['upto']:,}), this chapter's engine steps give "
+                     f"{verdict}: the line through the decode steps from 1 to {rng['top']:,} gives "
+                     f"{_n(n['us'])} us on the 9B (at {join_and([f'{x:,}' for x in n['batches']])}; 95% range "
+                     f"{_n(n['low'])} to {_n(n['high'])}) and {_n(f['us'])} us on the 4B (at "
+                     f"{join_and([f'{x:,}' for x in f['batches']])}; {_n(f['low'])} to {_n(f['high'])})")
+            if not n["has_upto"]:
+                words += (f". This chapter has no 9B point at {rng['upto']:,} (a device run, left for later)")
+            ref, x = (part5 or {}).get("ref"), (part5 or {}).get("fp16")
+            if ref and x and isinstance(ref.get("slope"), Interval) and isinstance(x.get("slope"), Interval):
+                words += (f". Part 5's own fits (its clients' gaps between tokens, up to {ref.get('fit_max_batch')}) "
+                          f"give the 9B {_n(1000 * x['slope'].value)} us and its 4B reference "
+                          f"{_n(1000 * ref['slope'].value)} us")
+                dec = ref.get("decode")
+                c4 = view["curve"][view["curve"]["variant"] == "4b"].set_index("batch")
+                if dec is not None and len(dec) and "itl_p50_ms" in c4:
+                    d = dec.set_index("batch")
+                    both = sorted(int(x) for x in set(d.index) & set(c4.index) if x <= rng["top"])
+                    if both:
+                        theirs = [float(d.loc[x, "itl_p50_ms"]) for x in both]
+                        here = [float(c4.loc[x, "itl_p50_ms"]) for x in both]
+                        slower = all(x > y for x, y in zip(theirs, here))
+                        faster = all(x < y for x, y in zip(theirs, here))
+                        words += ("; part 5's 4B server is " + ("slower than" if slower else "faster than" if faster
+                                                               else "not uniformly apart from")
+                                  + f" this chapter's (at {join_and([f'{x:,}' for x in both])} sequences its median "
+                                  f"gaps between tokens are {join_and([_n(x) for x in theirs])} ms against "
+                                  f"{join_and([_n(x) for x in here])} ms here: another server and start)")
+            words += (f". Beyond {rng['top']:,}, each sequence added from {int(b.from_batch)} to 256 costs the 9B's step "
+                      f"{_n(b.per_seq_to_256_us)} us and the 4B's {_n(a.per_seq_to_256_us)} us ({rel} on the 9B)")
+        else:
+            words = (head + f"In pure decode it does not: each sequence added from {int(b.from_batch)} to 256 costs "
+                     f"the 9B's step {_n(b.per_seq_to_256_us)} us and the 4B's {_n(a.per_seq_to_256_us)} us ({rel} on "
+                     "the 9B)")
         if known_number(b.per_seq_256_1024_us) and known_number(a.per_seq_256_1024_us):
             words += (f", and from 256 to 1,024 {_n(b.per_seq_256_1024_us)} against {_n(a.per_seq_256_1024_us)} us")
         names = [("recurrent state (GDN)", "the recurrent-state kernels"), ("weights (matmul)", "the matmuls"),
@@ -1320,18 +1446,28 @@ def nine_b_answers(view: dict) -> list[str]:
     if {"9b-fp16", "9b-int4"} <= set(t.index) and known_number(t.loc["9b-int4", "matmul_b1_ms"]):
         q, f = t.loc["9b-int4"], t.loc["9b-fp16"]
         kernel = f" ({q.linear_kernel}, the kernel vLLM's start logged for the 4-bit layers)" if q.linear_kernel else ""
+        if known_number(q.quant_mm_b1_ms):  # the trace's kernels split the matmuls: the 4-bit layers', the 16-bit GEMMs
+            fq = view["floors"].get("9b-int4") or {}
+            reads = (f"take {_n(q.matmul_b1_ms)} ms: the 4-bit layers' kernels{kernel} {_n(q.quant_mm_b1_ms)} ms, "
+                     f"reading their {_n(fq['quantized_bytes'] / 1e9)} GB at {_n(q.quant_mm_pct_bw, 2)}% of the "
+                     f"measured bandwidth, and the 16-bit GEMMs (the output head and the layers left in 16 bits, "
+                     f"{_n(fq['gemm16_bytes'] / 1e9)} GB) {_n(q.gemm16_b1_ms)} ms, at {_n(q.gemm16_pct_bw, 2)}%; the "
+                     f"fp16 9B's matmuls read at {_n(f.matmul_pct_bw, 2)}%")
+        else:
+            reads = (f"take {_n(q.matmul_b1_ms)} ms, reading the weights at {_n(q.matmul_pct_bw, 2)}% of the "
+                     f"measured bandwidth where the fp16 9B's matmuls read at {_n(f.matmul_pct_bw, 2)}%")
         out.append(f"**Why the 4-bit step at batch 1 sits far above its weight floor (part 5).** The 4-bit 9B's "
                    f"single stream steps every {_n(q.step_b1_ms)} ms against a floor of {_n(q.floor_ms)} ms "
-                   f"({_n(q.weights_gb)} GB): its weight matmuls{kernel} take {_n(q.matmul_b1_ms)} ms, reading "
-                   f"the weights at {_n(q.matmul_pct_bw, 2)}% of the measured bandwidth where the fp16 9B's "
-                   f"matmuls read at {_n(f.matmul_pct_bw, 2)}%; the other kernels ({_n(q.other_kernels_b1_ms)} ms) "
+                   f"({_n(q.weights_gb)} GB): its weight matmuls{'' if known_number(q.quant_mm_b1_ms) else kernel} "
+                   f"{reads}; the other kernels ({_n(q.other_kernels_b1_ms)} ms) "
                    f"and the GPU's idle time ({_n(q.idle_b1_ms)} ms) are about the fp16 model's "
-                   f"({_n(f.other_kernels_b1_ms)} and {_n(f.idle_b1_ms)} ms). What holds the 4-bit matmuls to that "
+                   f"({_n(f.other_kernels_b1_ms)} and {_n(f.idle_b1_ms)} ms). What holds the 4-bit kernels to that "
                    "rate (dequantising in the kernel, its tile shapes at one row) is a candidate, not measured here.")
     return out
 
 
-def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | None = None) -> list[str]:
+def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | None = None,
+                 part5: dict | None = None) -> list[str]:
     """The parts' open questions that this rig's data answer, each with its numbers; the rest named as open."""
     out = []
     pts, main = view["points"], view["main"]
@@ -1350,10 +1486,15 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
         s1 = _step_interval(pts, main, 1).value
         f = view["floors"][main]
         mm = _component(view, 1, "weights (matmul)")
-        out.append(f"**Why a single stream runs above its weight floor (part 1).** {_n(s1)} ms against a floor of "
-                   f"{_n(f['weights_ms'])} ms: the weight matmuls alone take {_n(mm)} ms, "
+        out.append(f"**Why a single stream runs above its weight floor (part 1).** On this chapter's own server, the "
+                   f"engine's step at batch 1: {_n(s1)} ms against a floor of {_n(f['weights_ms'])} ms (the language "
+                   f"model's {_n(f['weights_bytes'] / 1e9)} GB by its shapes at {_n(f['bandwidth_gb_s'])} GB/s, the "
+                   "median bandwidth this chapter's starts measured). Part 1's single stream, where part 1 ran the rig, is another "
+                   "server and start, timed by the client's gaps between tokens, its floor the logged weights less "
+                   "the vision tower at its own start's bandwidth. Here the weight matmuls alone take "
+                   f"{_n(mm)} ms, "
                    f"{_n(mm / f['weights_ms'])}x the floor; the other {_n(s1 - mm)} ms are the other kernels and "
-                   "the GPU's idle time (the findings above).")
+                   "the GPU's idle time (this chapter's findings).")
     except (Missing, KeyError):
         pass
     dense = pts[(pts["variant"] == DENSE) & (pts["kind"] == "decode")].dropna(subset=["step_ms"]).set_index("batch")
@@ -1420,7 +1561,7 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
                           f"sampling defaults, {_n(r['nofilter'])} without the filter and {_n(r['greedy'])} greedy "
                           "(the two on a later start of the same server)")
         out.append(words + ".")
-    out += nine_b_answers(view)
+    out += nine_b_answers(view, part5)
     if mixed is not None and len(mixed):
         from .mixedsteps import mixed_words
         words = mixed_words(mixed, view["rig"]) if view["rig"] in set(mixed["rig"]) else []
