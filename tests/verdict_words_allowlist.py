@@ -38,7 +38,7 @@ ALLOWED: list[tuple[str, str, str]] = [
     ("notebooks/04-kv-starvation.md", "The line is an empirical one",
      "states when claim preemption-stall is judged and when it is inconclusive (p04's rule), not a result"),
     # method: how runs are counted, shown or compared
-    ("notebooks/01-hit-the-wall.md", "so only measured rigs appear",
+    ("notebooks/01-hit-the-wall-evidence.md", "so only measured rigs appear",
      "what the page can show: the post kept no per-request times"),
     ("notebooks/01-hit-the-wall-evidence.md", "only a load test can",
      "advice on method (a memory report cannot tell which limit binds), not a measured result"),
