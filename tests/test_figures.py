@@ -27,7 +27,7 @@ def test_tables_show_missing_numbers_as_words_and_missing_text_as_a_dash():
     frame = pd.DataFrame({"rig": ["a10g", None], "tok_s": [1234.5, math.nan],
                           "ttft_ms": pd.Series([np.int64(12), None], dtype=object)})
     cells = _cells(table_html(frame))
-    assert cells[:3] == [("iw-text", "a10g"), ("iw-num", "1,234"), ("iw-num", "12")]
+    assert cells[:3] == [("iw-text", "a10g"), ("iw-num", "1,230"), ("iw-num", "12")]
     assert cells[3:] == [("iw-text iw-missing", "–"), ("iw-num iw-missing", "not measured"),
                          ("iw-num iw-missing", "not measured")]
     assert '<th class="iw-num">TTFT (ms)</th>' in table_html(frame)
@@ -180,3 +180,18 @@ def test_a_folded_table_opens_under_its_summary():
     assert folded.startswith('<details class="iw-fold"><summary>Every server start (table)</summary>')
     assert folded.endswith("</details>") and "<table" in folded
     assert "<details" not in figures.table(df).data
+
+
+def test_a_table_prints_three_figures_and_no_column_of_nothing():
+    """Issue 41: a measured quantity in a table has at most three significant figures (8,340 tok/s, not 8,339), a
+    count stays exact, and a column that no shown row has a number for is left out (no column of 'not measured')."""
+    import pandas as pd
+
+    from inference_wall import figures
+
+    df = pd.DataFrame({"rig": ["a", "b"], "output_tok_s": [8339.2, 1091.6], "pool_pages": [20481, 586],
+                       "cold_ms": [float("nan"), None]})
+    out = figures.table_html(df)
+    assert "8,340" in out and "1,090" in out and "8,339" not in out
+    assert "20,481" in out  # a count, exact
+    assert "Cold" not in out and "not measured" not in out

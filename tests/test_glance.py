@@ -1,6 +1,7 @@
 """The series at a glance (inference_wall.pages.glance, book/glance.md): the verdict matrix and the per-GPU chart."""
 from __future__ import annotations
 
+import html
 import json
 import math
 
@@ -208,3 +209,8 @@ def test_a_parts_own_matrix_draws_the_glance_cells_without_a_band():
     cells = html_.count('<td class="iw-v iw-v-')
     assert cells == len(page.claims) and "set by the KV pool" in html_
     assert glance.part_matrix_html(1, page.claims.iloc[0:0]) == ""
+    # no column of "not measured" for a rig on which nothing was judged (part 2's published A10G)
+    two = protocol.page(p02.PART, None, parts.page_rigs(2, None))
+    unjudged = set(two.claims["rig"]) - set(two.claims[two.claims["verdict"] != NOT_MEASURED]["rig"])
+    assert unjudged, "part 2 judges every rig it shows: the case is gone"
+    assert all(f">{html.escape(r)}</th>" not in glance.part_matrix_html(2, two.claims) for r in unjudged)

@@ -464,6 +464,8 @@ def format_number(value, digits: int | None = None) -> str:
     x = float(value)
     if math.isnan(x):
         return MISSING_NUMBER
+    if digits == 0 and abs(x) >= 1000:  # a measured quantity (its column is not whole numbers): three figures
+        return words.sig(x)
     return words.fixed(x, digits) if digits is not None else words.table_number(x)
 
 
@@ -492,6 +494,8 @@ def table_html(df: pd.DataFrame, units: Mapping[str, str] | None = None,
     fixes decimals per column (default: one choice per column, see :func:`column_decimals`).
     Units are otherwise read from the column-name suffix."""
     frame = df.reset_index() if index else df
+    if len(frame):  # a column with no number on any row says nothing the caption does not: left out
+        frame = frame[[c for c in frame.columns if not all(missing(v) for v in frame[c])]]
     numeric = {c: pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
                for c in frame.columns}
     decimals = {c: (digits or {}).get(c, column_decimals(frame[c])) for c in frame.columns if numeric[c]}

@@ -178,11 +178,14 @@ def matrix_html(m: pd.DataFrame, rigs: list[str], bands: bool = True) -> str:
 
 def part_matrix_html(part: int, claims: pd.DataFrame) -> str:
     """A part's own claims table (claims.evaluate's rows) as the glance page draws it: a row per claim with the post's
-    sentence under its name, a coloured verdict per rig; the same cells as the glance page's rows of that part."""
+    sentence under its name, a coloured verdict per rig; the same cells as the glance page's rows of that part. A rig
+    on which none of the part's claims was judged (part 2's published A10G, whose post gives no freeze inputs) has no
+    column: a column of "not measured" says nothing the rig key does not."""
     rows = _rows(part, claims)
-    if not len(rows):
+    judged = rows[rows["verdict"] != word(NOT_MEASURED)]
+    if not len(judged):
         return ""
-    rigs = shown_rigs(rows)
+    rigs = shown_rigs(judged)  # a rig on which no claim was judged gets no column of "not measured"
     return matrix_html(matrix(rows, {part: list(dict.fromkeys(rows["claim"]))}, rigs), rigs, bands=False)
 
 
