@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from inference_wall.parts import predict
+from inference_wall.parts.p00 import predict
 from inference_wall.schema import DATA_DIR, REPO
 
 
@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         return 2
     commit, when = git("rev-parse", "HEAD"), int(git("show", "-s", "--format=%ct", "HEAD"))
     if model == "refit":
-        from inference_wall.parts import refit
+        from inference_wall.parts.p00 import refit
 
         rows = refit.prediction_rows(key)
     else:

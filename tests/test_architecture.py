@@ -96,7 +96,7 @@ def test_the_model_s_arithmetic_reads_no_runs():
 def test_the_graph_sees_lazy_and_package_imports():
     edges = graph()
     assert "inference_wall.model.pools" in edges["inference_wall.parts"]  # a function's `from ..model.pools import`
-    assert "inference_wall.parts.p02" in edges["inference_wall.parts.mixedsteps"]  # `from . import p02`
+    assert "inference_wall.parts.p02" in edges["inference_wall.parts.p00.mixed"]  # `from .. import p02`
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,7 +106,7 @@ PARTS_DIR = PACKAGE / "parts"
 JOB_FILES = {"__init__.py", "plan.py", "tables.py", "view.py", "claims.py", "words.py"}
 FOLDERS = ["p06", "p05", "p04", "p03", "p02", "p01"]  # the parts moved into folders so far (issue 44: part 6 first, part 0 last)
 MAX_LINES = 400
-NOT_YET_SPLIT = {"p00.py", "predict.py", "refit.py"}  # part 0 over MAX_LINES, to move into its folder
+NOT_YET_SPLIT = {"view.py", "predict.py", "refit.py"}  # part 0 (moved, not yet split)
 
 
 @pytest.mark.parametrize("part", FOLDERS)

@@ -11,7 +11,7 @@ import math
 import pandas as pd
 import pytest
 
-from inference_wall.parts import predict
+from inference_wall.parts.p00 import predict
 from inference_wall.errors import UserError
 from inference_wall.parts import p00
 from inference_wall.records.reference import DEFAULT_DATA_DIR, gpu_datasheets, load_reference, reference_fact

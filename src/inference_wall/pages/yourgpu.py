@@ -28,7 +28,7 @@ ELEMENT_ID = "iw-yourgpu"
 def _fit_record(f, resources: dict[str, str], fit_tflops: float, ds_bw: float) -> dict:
     """What the browser needs of one Fit: its traced batches, each part's ms there (Fit.parts), the idle, and the
     part's resource and scale rule."""
-    from ..parts import refit
+    from ..parts.p00 import refit
 
     batches = [int(b) for b in f.table.index]
     parts = {name: [f.parts(b)[name] for b in batches] for name in f.parts(batches[0])}
@@ -49,7 +49,8 @@ def payload(data_dir=None) -> dict | None:
     """The view's data: the GPUs, each series model's fits (one per measured GPU that traced it), its memory
     arithmetic, the measured steps of every measured rig, and the tested errors. None where no GPU has traced the
     4B (the model reads its families' resources from the 4B's traces)."""
-    from ..parts import p00, predict, refit
+    from ..parts import p00
+    from ..parts.p00 import predict, refit
 
     measured = refit.measured_gpus(data_dir, "4b")
     if not measured:
@@ -106,7 +107,7 @@ def payload(data_dir=None) -> dict | None:
 def tested_errors(data_dir=None) -> dict:
     """{fit rig: [one line per target: its largest |error| over the decode steps, and the single stream's]} from the
     leave-one-GPU-out table: what the view prints under a prediction carried from that rig."""
-    from ..parts import refit
+    from ..parts.p00 import refit
     from ..words import percent
 
     t = refit.loo_table(data_dir)
@@ -131,7 +132,7 @@ def error_bands(data_dir=None) -> dict[str, list[float]]:
     """{fit rig: [lowest, highest] signed error (%) of its decode steps wherever it was asked about another measured
     GPU}: the band the view draws around a prediction carried from that rig (the spread its own test showed, not a
     confidence interval)."""
-    from ..parts import refit
+    from ..parts.p00 import refit
 
     t = refit.loo_table(data_dir)
     steps = t[(t["quantity"] == "decode step") & (t["target"] != "a10g-published")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..words import join_and, percent, sig
+from ...words import join_and, percent, sig
 
 LOO_HEADERS = {"quantity": "quantity", "at": "at", "fit": "fitted on", "target": "predicted for",
                "predicted": "predicted", "measured": "measured", "error_pct": "error",

@@ -60,14 +60,14 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..measure import analysis
-from ..measure.analysis import GIB
-from ..errors import UserError
-from ..model.kvcache import KVPool, ModelLayout, pool_flags
-from ..model.pools import block_size
-from ..records.reference import gpu_datasheets, load_reference, reference_fact
-from .. import words
-from ..words import join_and  # noqa: F401 (predict's name for it stays: notebooks and tests use it)
+from ...measure import analysis
+from ...measure.analysis import GIB
+from ...errors import UserError
+from ...model.kvcache import KVPool, ModelLayout, pool_flags
+from ...model.pools import block_size
+from ...records.reference import gpu_datasheets, load_reference, reference_fact
+from ... import words
+from ...words import join_and  # noqa: F401 (predict's name for it stays: notebooks and tests use it)
 
 RIG = "h200"
 H200_KEY = "h200-sxm"  # the datasheet row of the GPU the coefficients were measured on
@@ -290,7 +290,7 @@ PROFILE_FLAGS = frozenset({"--max-num-batched-tokens", "--max-model-len"})
 
 def _h200_starts(data_dir=None, rig: str = RIG) -> list[dict]:
     """Every recorded server start on `rig` (any part): preset, max_num_seqs, pool-sizing flags, when, where."""
-    from ..records.store import runs_dir
+    from ...records.store import runs_dir
 
     return _starts(str(runs_dir(data_dir)), rig)
 
@@ -299,7 +299,7 @@ def _h200_starts(data_dir=None, rig: str = RIG) -> list[dict]:
 def _starts(runs: str, rig: str) -> list[dict]:
     from pathlib import Path
 
-    from ..records.record import read_record
+    from ...records.record import read_record
 
     seen, out = set(), []
     for man in sorted(Path(runs).glob(f"*/{rig}/*/manifest.json")):
@@ -333,9 +333,9 @@ def start_memory(preset: str, max_num_seqs: int, data_dir=None, rig: str = RIG) 
     profile-sizing flags (else the latest start of `preset` at all, named): its gpu_memory_utilization, the driver's
     total (GiB), the weights and the KV pool it logged, and the non-KV overhead util x total - weights - KV pool.
     Every value NaN (and the source says so) where no such start logged its memory."""
-    from ..records.logs import parse_startup
-    from ..records.serversetup import setup_from_log
-    from ..records.store import read_artefact
+    from ...records.logs import parse_startup
+    from ...records.serversetup import setup_from_log
+    from ...records.store import read_artefact
 
     starts = [s for s in _h200_starts(data_dir, rig)
               if s["preset"] == preset and not s["pool_flags"] and not s["profile_flags"]]
@@ -375,8 +375,8 @@ def memory_ratio(view: dict, gpus_: dict[str, Gpu], data_dir=None) -> float:
 def prefill_rate(view: dict, h200: Gpu, data_dir=None) -> tuple[float, str]:
     """The fraction of the h200's dense peak that part 2's solo prefill reached (chunking off; the shortest prompt
     measured): 2 x the 4B's matmul parameters x tokens / peak over the measured TTFT."""
-    from ..model.modelshape import ModelShape
-    from . import p02
+    from ...model.modelshape import ModelShape
+    from .. import p02
 
     try:
         inj = p02.injection_table(data_dir, [view["rig"]])
@@ -402,7 +402,7 @@ def step_model(view: dict, variant: str, gpus_: dict[str, Gpu], data_dir=None, m
     asynchronous scheduler hid on the h200 (the 4b-sync variant), for a server that schedules synchronously."""
     if max_num_seqs is None:
         max_num_seqs = int(reference_fact(load_reference(1, data_dir), "max_num_seqs"))
-    from ..model.modelshape import ModelShape
+    from ...model.modelshape import ModelShape
 
     rig = view["rig"]
     comp = view["variant_components"][variant]
@@ -540,7 +540,7 @@ def _workload(data_dir=None) -> dict:
 def a10g_table(models: dict[str, StepModel], gpus_: dict[str, Gpu], ratio: float, data_dir=None) -> pd.DataFrame:
     """The posts' published A10G figures (read through inference_wall.records.reference) beside what the h200's model
     predicts for the A10G's datasheet: quantity, predicted, published, error %, the terms that carry it."""
-    from .p01 import published_pool
+    from ..p01 import published_pool
 
     g = gpus_["a10g"]
     m, small = models["4b"], models.get("0.5b")
@@ -876,7 +876,7 @@ def page(view: dict, data_dir=None) -> dict:
 
 def build(data_dir=None, rig: str = RIG) -> dict:
     """page() from the stored runs of part 0 on `rig`."""
-    from . import p00
+    from .. import p00
 
     tables = p00.page_tables(data_dir, [rig])
     return page(p00.rig_view(rig, tables, None, data_dir), data_dir)
@@ -901,7 +901,7 @@ def prediction_rows(gpu_key: str, data_dir=None, rig: str = RIG) -> pd.DataFrame
     asynchronous scheduling (the 4B); the flood's output at FROZEN_CAPS at the series' lengths and its
     pure-decode ceiling. `how` says which function of this module gave the number. Nothing here is measured on the
     target: the model reads the h200's runs and the target's datasheet row only."""
-    from . import p00
+    from .. import p00
 
     gpus_ = gpus(data_dir)
     if gpu_key not in gpus_:

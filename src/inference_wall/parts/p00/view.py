@@ -32,15 +32,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..measure.analysis import Interval
-from ..run.bench import PassSpec, Workload
-from ..measure.claims import Claim, Judgement, Missing, known_number, missing
-from ..records.store import load_points, open_artefact, pass_summary, read_artefact
-from ..errors import UserError
-from ..words import MISSING, join_and, number
-from ..run.sweep import PassPlan, PointPlan
-from ..run.trace import decode_window_trace
-from .protocol import (EVERY_PART, Part, ids_of, judged, measured_rigs,
+from ...measure.analysis import Interval
+from ...run.bench import PassSpec, Workload
+from ...measure.claims import Claim, Judgement, Missing, known_number, missing
+from ...records.store import load_points, open_artefact, pass_summary, read_artefact
+from ...errors import UserError
+from ...words import MISSING, join_and, number
+from ...run.sweep import PassPlan, PointPlan
+from ...run.trace import decode_window_trace
+from ..protocol import (EVERY_PART, Part, ids_of, judged, measured_rigs,
                        reading_data_dir, with_data_dir, without_data_dir)
 
 NAME = "00-inside-a-step"
@@ -219,7 +219,7 @@ def client_points(p: dict, variant: str, preset: str, serve_args: list[str], com
 def mixed_parameters(p: dict, profile) -> dict:
     """Part 2's parameters on this rig (its defaults and the rig's part-2 overrides) for part 0's mixed sessions: one
     prompt length (mixed_prompt_len, else the one part 2 traces), traced, part 0's budgets if set, no knee points."""
-    from . import p02
+    from .. import p02
 
     q = {**p02.DEFAULTS, **{k: v for k, v in profile.for_part(p02.NAME).items() if v is not None}}
     length = int(p["mixed_prompt_len"] or p02.trace_length(q))
@@ -235,7 +235,7 @@ def mixed_points(p: dict, variant: str, preset: str, profile) -> list[PointPlan]
     and a trace folder of this part's own."""
     from dataclasses import replace
 
-    from . import p02
+    from .. import p02
 
     shim = replace(profile, model_preset=preset, name=f"{profile.name}/{NAME}/{variant}")
     q = mixed_parameters(p, profile)
@@ -285,8 +285,8 @@ def _fmt(preset: str) -> str:
 def shape_bytes(preset: str, data_dir=None) -> dict:
     """What one decode step must move, from the shapes: the language model's weights (weightbytes), each
     sequence's recurrent state read and written (Gated DeltaNet layers), each token of context's K and V read."""
-    from ..model.modelshape import ModelShape
-    from ..model.modelshape import preset_decode_bytes
+    from ...model.modelshape import ModelShape
+    from ...model.modelshape import preset_decode_bytes
 
     shape = ModelShape.of(preset, data_dir)
     return {"weights_bytes": preset_decode_bytes(preset, _fmt(preset), data_dir).total,
@@ -298,8 +298,8 @@ def _window(pt, batch: int):
     """(window, kind, the pass's largest running batch, why it has no window): the pure-decode window of the pass,
     else the window that lets refills' prefills ride along ('with prefills'), else None and the reason
     (steady.no_decode_window's words, or that the pass was not polled)."""
-    from ..records.poller import artefact_name, poll_table
-    from ..measure.steady import decode_window, no_decode_window
+    from ...records.poller import artefact_name, poll_table
+    from ...measure.steady import decode_window, no_decode_window
 
     try:
         frame = poll_table(open_artefact(pt.path, artefact_name("bench")))
@@ -493,7 +493,7 @@ def clients_table(data_dir=None, rigs: list[str] | None = None) -> tuple[pd.Data
     """(per point, per client) of the clients points: per point the server's rates over the clients' common window
     (from the latest client's start to the earliest client's end; window_rates of its polls) and the sum of what the
     clients reported; per client, client_runs."""
-    from ..records.poller import artefact_name, poll_table
+    from ...records.poller import artefact_name, poll_table
 
     points, each = [], []
     for pt in load_points(NAME, data_dir, rigs):
@@ -1241,7 +1241,7 @@ def dense_words(view: dict) -> str | None:
 
 def unmeasured(rig: str, data_dir=None) -> list[PointPlan]:
     """The points of the rig's plan that have no complete point yet."""
-    from .. import parts
+    from ... import parts
 
     done = {pt.name for pt in load_points(NAME, data_dir, [rig])}
     return [pt for pt in parts.plan(0, rig, data_dir) if pt.name not in done]
@@ -1249,8 +1249,8 @@ def unmeasured(rig: str, data_dir=None) -> list[PointPlan]:
 
 def mixed_missing_words(rig: str, mixed: pd.DataFrame, data_dir=None) -> str | None:
     """The variants whose mixed sessions the rig's plan holds and the mixed table has no row of, in words."""
-    from .. import parts
-    from .mixedsteps import PART0
+    from ... import parts
+    from .mixed import PART0
 
     traced = [pt for pt in parts.plan(0, rig, data_dir) if pt.params.get("kind") == "mixed-trace"]
     have = set(mixed[(mixed["rig"] == rig) & (mixed["source"] == PART0)]["model"]) if len(mixed) else set()
@@ -1270,10 +1270,10 @@ def _growth(view: dict, variant: str, name: str, a: int = 1, b: int = 256) -> fl
 def part_answers(part: int, data_dir=None, rigs: list[str] | None = None) -> list[str]:
     """The paragraphs of this chapter that answer part `part`'s open questions, for that part's page: each rig
     that measured this chapter, its answers whose heading names the part ("(part N)"), the rig named where several."""
-    from .. import parts
-    from .mixedsteps import mixed_table
-    from ..schema import PUBLISHED_RIG
-    from .p03 import sweep_table
+    from ... import parts
+    from .mixed import mixed_table
+    from ...schema import PUBLISHED_RIG
+    from ..p03 import sweep_table
 
     shown = [r for r in parts.page_rigs(0, data_dir, rigs) if r != PUBLISHED_RIG]
     if not shown:
@@ -1366,7 +1366,7 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
         p3, cliffs = None, ""
         if part3 is not None and len(part3):
             # the series' data dependency: part 3's floods of the same rig
-            from .p03 import added_sequence_ms, cliff, cliff_comparison
+            from ..p03 import added_sequence_ms, cliff, cliff_comparison
             r3 = part3[part3["rig"] == view["rig"]]
             s3, m3 = (r3[r3["model"] == m] for m in ("small", "main"))
             small, big = added_sequence_ms(s3), added_sequence_ms(m3)
@@ -1422,7 +1422,7 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
         out.append(words + ".")
     out += nine_b_answers(view)
     if mixed is not None and len(mixed):
-        from .mixedsteps import mixed_words
+        from .mixed import mixed_words
         words = mixed_words(mixed, view["rig"]) if view["rig"] in set(mixed["rig"]) else []
         if words:
             out.append("**Why a step that carries a prefill chunk has a floor at small budgets (part 2).** "

@@ -19,7 +19,7 @@ import math
 import pandas as pd
 
 from . import predict
-from ..measure.analysis import round_sig
+from ...measure.analysis import round_sig
 
 # per part: (step-model variant, the part's own name for the model in its tables; part 1 has one model)
 PART_MODELS = {1: [("4b", None)], 3: [("4b", "main"), ("0.5b", "small")], 5: [("9b-fp16", "fp16"), ("9b-int4", "int4")]}
@@ -56,7 +56,7 @@ def _flood_rows(m, gpu, variant: str, floods: pd.DataFrame, ctx: float) -> tuple
 def part_table(part: int, data_dir=None, rig: str = predict.RIG) -> tuple[pd.DataFrame, int]:
     """(rows, floods without a steady window) of part `part`'s measurements on `rig` against the step model that
     part 0's points on `rig` give; no rows where the rig has no step model or the part has no points there."""
-    from .. import parts
+    from ... import parts
 
     empty = pd.DataFrame(columns=COLUMNS), 0
     models = _models(data_dir, rig)
@@ -68,7 +68,7 @@ def part_table(part: int, data_dir=None, rig: str = predict.RIG) -> tuple[pd.Dat
     ctx = i + o / 2
     rows, none = [], 0
     if part == 1:
-        from . import p01
+        from .. import p01
 
         (variant, _), = PART_MODELS[1]
         if variant not in models:
@@ -79,7 +79,7 @@ def part_table(part: int, data_dir=None, rig: str = predict.RIG) -> tuple[pd.Dat
         got, n = _flood_rows(m, gpu, variant, rates[rates["offered_rate_rps"] == math.inf], ctx)
         rows, none = rows + got, none + n
     elif part == 3:
-        from .p03 import sweep_table
+        from ..p03 import sweep_table
 
         sweep = sweep_table(data_dir, [rig])
         for variant, name in PART_MODELS[3]:
@@ -88,7 +88,7 @@ def part_table(part: int, data_dir=None, rig: str = predict.RIG) -> tuple[pd.Dat
                                      sweep[sweep["model"] == name].sort_values("max_num_seqs"), ctx)
                 rows, none = rows + got, none + n
     elif part == 5:
-        from .variants import point_table
+        from ..variants import point_table
 
         pts = point_table(data_dir, [rig], part="05-four-bits")
         for variant, fmt in PART_MODELS[5]:
@@ -152,8 +152,8 @@ def words(table: pd.DataFrame, none: int, rig: str = predict.RIG) -> str:
 def sections(part: int, data_dir=None, shown: list[str] | None = None) -> list[tuple[str, pd.DataFrame, str]]:
     """(rig, table as shown, paragraph) for each rig the part's page shows that also ran part 0: what the page's
     section "What the step chapter measured" prints under the chapter's answers."""
-    from .. import parts
-    from ..records.store import rigs_with_data
+    from ... import parts
+    from ...records.store import rigs_with_data
 
     have0 = set(rigs_with_data(0, data_dir))
     out = []

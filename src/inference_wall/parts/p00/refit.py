@@ -234,9 +234,9 @@ LOO_COLUMNS = ["model", "quantity", "at", "fit", "target", "predicted", "measure
 def measured_gpus(data_dir=None, variant: str = "4b") -> dict[str, dict]:
     """Every rig whose profile names its datasheet row and whose part-0 runs trace `variant` at two or more pure-decode
     batches: {rig: {"view", "fit", "datasheet"}}."""
-    from ..records.store import rigs_with_data
-    from ..run.rig import load_profile
-    from . import p00
+    from ...records.store import rigs_with_data
+    from ...run.rig import load_profile
+    from .. import p00
 
     out = {}
     for rig in rigs_with_data("00-inside-a-step", data_dir):
@@ -271,7 +271,7 @@ def targets(measured: dict[str, dict], data_dir=None) -> dict[str, Target]:
 
 
 def _carried(parts: dict[str, float]) -> str:
-    from ..words import percent
+    from ...words import percent
 
     total = sum(v for v in parts.values() if v > 0)
     top = sorted(((k, v) for k, v in parts.items() if v > 0), key=lambda kv: -kv[1])[:2]
@@ -352,7 +352,7 @@ def _a10g_rows(f: Fit, res: dict[str, str], t: Target, fit_tf: float, fit_rig: s
     """The published A10G figures the refit can state from `f` alone: its single stream, the step fit's two terms
     (a line through the predicted steps at A10G_FIT_BATCHES), each beside the frozen model's error (`frozen`:
     quantity -> error %, predict.a10g_table's)."""
-    from ..records.reference import load_reference, reference_fact
+    from ...records.reference import load_reference, reference_fact
     from . import predict
 
     if variant != "4b":

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..records.store import DATA_DIR
+from ...records.store import DATA_DIR
 
 FROZEN_NAME = "frozen before the first run"
 COLUMNS = ["rig", "gpu", "model", "quantity", "batch", "cap", "predicted", "measured", "error_pct", "unit",
@@ -63,7 +63,7 @@ def _joinable(pred: pd.DataFrame) -> pd.DataFrame:
 
 
 def _decode_rows(rig: str, data_dir=None) -> list[dict]:
-    from . import p00
+    from .. import p00
 
     try:
         view = p00.rig_view(rig, p00.page_tables(data_dir, [rig]), None, data_dir)
@@ -87,7 +87,7 @@ def _decode_rows(rig: str, data_dir=None) -> list[dict]:
 
 
 def _single_rows(rig: str, data_dir=None) -> list[dict]:
-    from ..records.store import load_points, pass_summary
+    from ...records.store import load_points, pass_summary
 
     rows = []
     for pt in load_points("01-hit-the-wall", data_dir, [rig]):
@@ -101,7 +101,7 @@ def _single_rows(rig: str, data_dir=None) -> list[dict]:
 
 
 def _flood_rows(rig: str, data_dir=None) -> list[dict]:
-    from . import p03
+    from .. import p03
 
     try:
         table = p03.sweep_table(data_dir, [rig])
@@ -124,9 +124,9 @@ def _flood_rows(rig: str, data_dir=None) -> list[dict]:
 def _admission_rows(rig: str, frozen_rows: pd.DataFrame, data_dir=None) -> list[dict]:
     """The admission a start of each model logged, at the utilization it ran, at the series' lengths and
     max_num_seqs (predict._workload) where such a start exists."""
-    from ..model.kvcache import pool_from_report
-    from ..model.modelshape import ModelShape
-    from ..records.store import log_startup, open_artefact
+    from ...model.kvcache import pool_from_report
+    from ...model.modelshape import ModelShape
+    from ...records.store import log_startup, open_artefact
     from . import predict
 
     w = predict._workload(data_dir)
@@ -172,7 +172,7 @@ def table(rig: str, data_dir=None, today: bool = False, model: str | None = None
     row has no such frozen prediction, or nothing of it is measured yet. `today`: also what the model says now
     (`today`, `today_error_pct`), a later model than the frozen one wherever the two differ: shown beside the frozen
     prediction under its own name, never in its place."""
-    from ..run.rig import load_profile
+    from ...run.rig import load_profile
 
     key = load_profile(rig, data_dir).datasheet
     pred = frozen(key, data_dir, model) if key else None
@@ -275,7 +275,7 @@ def sentences(val: pd.DataFrame, frozen_rows: pd.DataFrame | None = None) -> lis
 def section(rig: str, data_dir=None, model: str | None = None) -> dict | None:
     """What the chapter shows of one of `rig`'s frozen predictions: its sentences and its table as read (None where
     the rig has no such frozen prediction or has measured none of it yet)."""
-    from ..run.rig import load_profile
+    from ...run.rig import load_profile
 
     val = table(rig, data_dir, today=True, model=model)
     if not len(val):
