@@ -46,7 +46,7 @@ def resources_shown(cls: pd.DataFrame) -> pd.DataFrame:
 def _host_wait(fits: dict, fit: str, target: str) -> str:
     """Where the target's GPU waited on its host at a traced batch and the fit GPU's did not: that wait, in words
     (the one part of a step the fit GPU cannot show); '' where there is none."""
-    from .refit import HOST_BOUND
+    from .refitmodel import HOST_BOUND
 
     if fit not in fits or target not in fits:
         return ""

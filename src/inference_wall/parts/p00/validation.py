@@ -63,10 +63,12 @@ def _joinable(pred: pd.DataFrame) -> pd.DataFrame:
 
 
 def _decode_rows(rig: str, data_dir=None) -> list[dict]:
-    from .. import p00
+    from .plan import point_name
+    from .tables import page_tables
+    from .view import rig_view
 
     try:
-        view = p00.rig_view(rig, p00.page_tables(data_dir, [rig]), None, data_dir)
+        view = rig_view(rig, page_tables(data_dir, [rig]), None, data_dir)
     except (KeyError, ValueError, FileNotFoundError):
         return []
     curve = view.get("curve")
@@ -76,7 +78,7 @@ def _decode_rows(rig: str, data_dir=None) -> list[dict]:
     for r in curve.itertuples():
         if r.variant in VARIANT_MODEL and r.step_ms == r.step_ms:
             model, quantity = VARIANT_MODEL[r.variant]
-            where = f"00-inside-a-step/{rig}/{p00.point_name(r.variant, 'decode', int(r.batch))}"
+            where = f"00-inside-a-step/{rig}/{point_name(r.variant, 'decode', int(r.batch))}"
             rows.append({"model": model, "quantity": quantity, "batch": int(r.batch), "measured": float(r.step_ms),
                          "measure": "engine step counter, pure-decode intervals", "source": where})
             if quantity == "decode step":
