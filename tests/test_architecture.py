@@ -95,7 +95,7 @@ def test_the_model_s_arithmetic_reads_no_runs():
 
 def test_the_graph_sees_lazy_and_package_imports():
     edges = graph()
-    assert "inference_wall.model.pools" in edges["inference_wall.parts"]  # a function's `from ..model.pools import`
+    assert "inference_wall.model.pools" in edges["inference_wall.parts.protocol"]  # a function's `from ..model.pools import`
     assert "inference_wall.parts.p02" in edges["inference_wall.parts.p00.mixed"]  # `from .. import p02`
 
 
@@ -149,14 +149,46 @@ def crossings(text: str, name: str, package: bool = False) -> list[str]:
     return out
 
 
+# What part 0 still borrows from part 2 besides its PART (issue 44, left): part 2's per-point injection measurement
+# (point_injections, injections_of, chunk_step_table, config_label) applied to part 0's own mixed sessions, and its
+# roofline table; part 2's page is being edited for issue 40, so they move to a wing of their own after it. This list
+# may only shrink: an entry no longer found fails too.
+BORROWED = {"p00/mixed.py": ["inference_wall.parts.p02"], "p00/stepinputs.py": ["inference_wall.parts.p02"]}
+
+
 @pytest.mark.parametrize("part", FOLDERS)
 def test_a_part_imports_no_other_part_s_module_only_its_part(part):
     found = {}
     for path in sorted((PARTS_DIR / part).glob("*.py")):
         crossed = crossings(path.read_text(), module_name(path), path.name == "__init__.py")
         if crossed:
-            found[path.name] = crossed
-    assert not found, found
+            found[f"{part}/{path.name}"] = sorted(set(crossed))
+    assert found == {k: v for k, v in BORROWED.items() if k.startswith(f"{part}/")}
+
+
+REGISTRY = PARTS_DIR / "__init__.py"  # the one module of parts/ that imports every part (parts.module, MODULES)
+
+
+@pytest.mark.parametrize("wing", sorted(p.name for p in PARTS_DIR.glob("*.py") if p != REGISTRY))
+def test_a_wing_of_parts_imports_no_part(wing):
+    """protocol.py, variants.py, cliffs.py, runrequest.py: what the parts share imports none of them (not even
+    their PART): the registry alone lists the parts."""
+    path = PARTS_DIR / wing
+    assert not {m for m in imports_of(module_name(path), path) if _part_of(m)}
+
+
+# parts/ has no import circle but this one (issue 44, left): the run request (runrequest.py) validates itself
+# through the registry (parts.planned, parts.changed), which builds run requests. May only shrink.
+KNOWN_CIRCLES = [["inference_wall.parts", "inference_wall.parts.runrequest"]]
+
+
+def test_parts_has_no_import_circle():
+    """No module of parts/ reaches itself through the import graph (lazy imports included): a part's module that
+    needs the registry (parts.parameters, parts.plan, parts.page_rigs) reads the protocol's registry-free
+    functions instead (protocol.parameters_for, pools_for, page_rigs, rig_parameters)."""
+    edges = graph()
+    inside = {m for m in edges if m == "inference_wall.parts" or m.startswith("inference_wall.parts.")}
+    assert circles(inside, edges) == KNOWN_CIRCLES
 
 
 def test_the_crossing_rule_sees_a_crossing():
@@ -179,6 +211,14 @@ def test_a_notebook_reads_the_page_s_findings_and_calls_part_closing(page):
     calls no part's key_findings or closing_note of its own."""
     text = (BOOK / page).read_text()
     assert "key_findings(" not in text and "closing_note(" not in text
+
+
+@pytest.mark.parametrize("page", sorted(p.relative_to(BOOK).as_posix() for p in (BOOK / "notebooks").glob("0[1-6]-*.md")))
+def test_another_part_s_page_gets_part_0_s_answers_through_the_protocol(page):
+    """Parts 1-6's notebooks call none of part 0's modules (its answers, its step model against their
+    measurements): parts.answers gathers them through every part's PART (Part.answers)."""
+    text = (BOOK / page).read_text()
+    assert "parts.p00" not in text and "import p00" not in text and "stepcheck" not in text
 
 
 def test_the_glance_page_is_one_loop_over_the_parts_pages():

@@ -210,11 +210,11 @@ def test_a_bandwidth_part_scales_with_the_copy_and_the_wait_shrinks_where_the_fi
 def test_the_leave_one_gpu_out_table_recomputes_from_the_raw_runs(measured):
     """Three rows of the table, recomputed: the measured step from the engine counters of the point's raw polls
     (p00's curve), the prediction from the fit GPU's traces, the error from both."""
-    from inference_wall.parts.p00 import refit
+    from inference_wall.parts.p00 import refitloo
 
     if len(measured) < 2:
         pytest.skip("one measured GPU: nothing to leave out")
-    t = refit.loo_table()
+    t = refitloo.loo_table()
     rigs = list(measured)
     for fit_rig, target, b in ((rigs[0], rigs[1], 64), (rigs[1], rigs[0], 256), (rigs[1], rigs[0], 1)):
         r = t[(t["fit"] == fit_rig) & (t["target"] == target) & (t["quantity"] == "decode step")

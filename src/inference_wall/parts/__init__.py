@@ -16,7 +16,8 @@ from ..records.store import DATA_DIR, REPO, check_run_rig, part_name, rig_dir, w
 from ..run.sweep import (PointPlan, SettingsSource, SweepContext, SweepReport, changed_outside, changed_points,
                      dry_run_lines, refuse_changed, rig_start_estimate, run_sweep)
 from . import p00, p01, p02, p03, p04, p05, p06
-from .protocol import Part
+from .protocol import Answers, Part, answers_for, parameters_for, pools_for
+from .protocol import page_rigs  # noqa: F401 (the parts' name for it: notebooks call parts.page_rigs)
 
 MODULES = {p00.NAME: p00, p01.NAME: p01, p02.NAME: p02, p03.NAME: p03, p04.NAME: p04, p05.NAME: p05, p06.NAME: p06}
 SERVE_ARGS = ["--dtype", "float16"]  # the series served fp16; a rig profile may override (later flags win)
@@ -36,15 +37,7 @@ def protocol_of(part) -> Part:
 
 def _parameters(spec: Part, profile, overrides: dict | None = None) -> dict:
     """The part's defaults, then the rig profile's overrides, then the caller's; unknown keys are errors."""
-    params = dict(spec.defaults)
-    for source, extra in (("rig profile " + profile.name, profile.for_part(spec.name)),
-                          ("parameters", overrides or {})):
-        unknown = set(extra) - set(params)
-        if unknown:
-            raise UserError(f"{source}: unknown parameter(s) {sorted(unknown)} for part {spec.name}; "
-                            f"known: {', '.join(sorted(params))}")
-        params.update({k: v for k, v in extra.items() if v is not None})
-    return params
+    return parameters_for(spec.name, spec.defaults, profile, overrides)
 
 
 def parameters(part, rig: str, data_dir: Path | None = None, overrides: dict | None = None) -> dict:
@@ -68,12 +61,9 @@ def check_profile_overrides(profile, data_dir: Path | None = None) -> None:
 
 def rig_pools(part, profile, params: dict, data_dir: Path | None = None) -> dict:
     """The rig's KV pool per model preset the part serves, where known (see pools.rig_pool)."""
-    from ..model.pools import rig_pool
-
     spec = protocol_of(part)
-    presets = dict.fromkeys(spec.served_presets(params, profile))  # in the part's order (part 5's 9B: not the rig's model)
-    where = rig_dir(spec.name, profile.name, data_dir)
-    return {pre: rig_pool(where, pre, data_dir, profile.serve_args) for pre in presets}
+    # in the part's order (part 5's 9B: not the rig's model)
+    return pools_for(spec.name, spec.served_presets(params, profile), profile, data_dir)
 
 
 def _plan(mod, params: dict, profile, data_dir: Path | None = None):
@@ -196,17 +186,13 @@ def dry_run(part, rig: str, data_dir: Path | None = None, overrides: dict | None
     return dry_run_lines(plans, ctx) if plans else [f"# every point of part {mod.NAME} on {rig} is complete"]
 
 
-def page_rigs(part, data_dir: Path | None = None, rigs: list[str] | None = None) -> list[str]:
-    """The rigs a part's page shows: the published one and every measured rig with data, except test rigs
-    (profile `method_only`), unless `rigs` names them."""
-    from ..run.rig import load_profile as profile
-    from ..schema import PUBLISHED_RIG
-    from ..records.store import rigs_with_data
-
-    if rigs:
-        return list(rigs)
-    measured = [r for r in rigs_with_data(part, data_dir) if not profile(r, data_dir).method_only]
-    return [PUBLISHED_RIG, *measured]
+def answers(part, data_dir: Path | None = None, shown: list[str] | None = None) -> Answers:
+    """What the other parts' runs say on part `part`'s page (protocol.answers_for over every part's PART): the
+    paragraphs answering its open questions, and its measurements against their models on the rigs `shown`
+    (its page's rigs where None)."""
+    name = part_name(part)
+    shown = list(shown) if shown is not None else page_rigs(name, data_dir)
+    return answers_for(name, [m.PART for m in MODULES.values() if m.NAME != name], data_dir, shown)
 
 
 def unfinished_note(part, data_dir: Path | None = None, rigs: list[str] | None = None) -> str | None:

@@ -17,7 +17,7 @@ point isolates:
 - `clientsN-bNNNN`: a flood at the server's cap from one `vllm bench serve` process, then the same flood shared by N
   processes at once (each its share of the prompts, its own seed): whether one client limits a flood (clients_table);
 - `mixed-<part 2's point>`: part 2's sessions (a background at a fixed rate, one long prompt injected, and its
-  profiler window last) on this variant's model: a step that carries prefill tokens beside decodes (mixedsteps).
+  profiler window last) on this variant's model: a step that carries prefill tokens beside decodes (mixed.py).
 
 The bytes a step must move (weights of the language model, each sequence's recurrent state, its KV cache) come from
 the shapes (weightbytes, analysis) over the bandwidth the run measured on its GPU.
@@ -47,11 +47,11 @@ from .words import (  # noqa: F401 (the part's names, as before the folder)
     api_words, clients_words, dense_words, findings, mixed_missing_words, model_finding, model_words, _n,
     _polled_flood_words, sampling_words)
 from .answers import (  # noqa: F401 (the part's names, as before the folder)
-    _growth, nine_b_answers, open_answers, part_answers)
+    ANSWERS_READ, _growth, nine_b_answers, open_answers, page_answers, part_answers)
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=with_data_dir(page_tables), view=reading_data_dir(rig_view),
             findings=findings, claims=judged(CLAIMS), claim_ids=ids_of(CLAIMS), shows=measured_rigs,
-            served_presets=served_presets,
+            served_presets=served_presets, answers=page_answers,
             # part 2's sessions and part 3's floods beside its own, part 1's and 5's points against its step model,
             # and every part's server logs (pools.block_size: the page a hybrid model's start logged)
             reads=EVERY_PART)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...measure.claims import Missing, known_number
+from ..protocol import Answers
 from .plan import DENSE
 from .tables import page_tables
 from .view import _comp_at, _component, _step_interval, client_pair, flood_gap, rig_view, sampling_cost
@@ -15,28 +16,59 @@ def _growth(view: dict, variant: str, name: str, a: int = 1, b: int = 256) -> fl
     return 1000 * (_comp_at(view, variant, b, name) - _comp_at(view, variant, a, name)) / (b - a)
 
 
-def part_answers(part: int, data_dir=None, rigs: list[str] | None = None) -> list[str]:
-    """The paragraphs of this chapter that answer part `part`'s open questions, for that part's page: each rig
-    that measured this chapter, its answers whose heading names the part ("(part N)"), the rig named where several."""
-    from ... import parts
-    from .mixed import mixed_table
-    from ...schema import PUBLISHED_RIG
-    from ..p03 import sweep_table
+def _sweep(data_dir, rigs: list[str]) -> pd.DataFrame:
+    """Part 3's floods of the rigs (its tables, through its PART)."""
+    from ..p03 import PART as PART3
 
-    shown = [r for r in parts.page_rigs(0, data_dir, rigs) if r != PUBLISHED_RIG]
+    return PART3.tables(data_dir, rigs)["sweep"]
+
+
+def _mixed(data_dir, rigs: list[str]) -> pd.DataFrame:
+    from .mixed import mixed_table
+
+    return mixed_table(data_dir, rigs)
+
+
+# What the answers to a part read besides this chapter's tables (open_answers' `part3` and `mixed`), by the asking
+# part's number: only what its questions need is loaded.
+ANSWERS_READ = {3: ("part3", _sweep), 2: ("mixed", _mixed)}
+
+
+def part_answers(part: int | str, data_dir=None, rigs: list[str] | None = None) -> list[str]:
+    """The paragraphs of this chapter that answer part `part`'s open questions (its number or name), for that part's
+    page: each rig that measured this chapter, its answers whose heading names the part ("(part N)"), the rig named
+    where several."""
+    from ...run.rig import load_profile
+    from ...schema import PUBLISHED_RIG
+    from ..protocol import page_rigs, parameters_for
+    from .plan import DEFAULTS, NAME
+
+    from ...schema import part_number
+
+    part = part_number(part)
+    shown = [r for r in page_rigs(NAME, data_dir, rigs) if r != PUBLISHED_RIG]
     if not shown:
         return []
     tables = page_tables(data_dir, shown)
-    part3 = sweep_table(data_dir, shown) if part == 3 else None
-    mixed = mixed_table(data_dir, shown) if part == 2 else None
+    key, read = ANSWERS_READ.get(part, (None, None))
+    extra = {key: read(data_dir, shown)} if read else {}
     out = []
     for rig in shown:
-        view = rig_view(rig, tables, parts.parameters(0, rig, data_dir), data_dir)
-        for words in open_answers(view, part3, mixed):
+        view = rig_view(rig, tables, parameters_for(NAME, DEFAULTS, load_profile(rig, data_dir)), data_dir)
+        for words in open_answers(view, extra.get("part3"), extra.get("mixed")):
             if f"(part {part})" in words.split("**")[1] if words.startswith("**") else False:
                 words = words.replace(f" (part {part}).**", ".**", 1)  # on the part's own page
                 out.append(words if len(shown) == 1 else f"*{rig}:* {words}")
     return out
+
+
+def page_answers(asking: str, data_dir, shown: list[str]) -> Answers:
+    """The protocol's answers (Part.answers) of this chapter on part `asking`'s page: the paragraphs answering its
+    open questions (every rig that ran this chapter), and its measurements against the step model on the rigs shown
+    there (stepcheck.sections)."""
+    from .stepcheck import sections
+
+    return Answers(part_answers(asking, data_dir), sections(asking, data_dir, shown))
 
 
 def nine_b_answers(view: dict) -> list[str]:
@@ -114,7 +146,7 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
         p3, cliffs = None, ""
         if part3 is not None and len(part3):
             # the series' data dependency: part 3's floods of the same rig
-            from ..p03 import added_sequence_ms, cliff, cliff_comparison
+            from ..cliffs import added_sequence_ms, cliff, cliff_comparison
             r3 = part3[part3["rig"] == view["rig"]]
             s3, m3 = (r3[r3["model"] == m] for m in ("small", "main"))
             small, big = added_sequence_ms(s3), added_sequence_ms(m3)

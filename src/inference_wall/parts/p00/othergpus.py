@@ -69,7 +69,8 @@ def _workload(data_dir=None) -> dict:
 def a10g_table(models: dict[str, StepModel], gpus_: dict[str, Gpu], ratio: float, data_dir=None) -> pd.DataFrame:
     """The posts' published A10G figures (read through inference_wall.records.reference) beside what the h200's model
     predicts for the A10G's datasheet: quantity, predicted, published, error %, the terms that carry it."""
-    from ..p01 import published_pool
+    from ...model.pools import published_pool
+    from ...schema import PUBLISHED_PRESET
 
     g = gpus_["a10g"]
     m, small = models["4b"], models.get("0.5b")
@@ -136,7 +137,7 @@ def a10g_table(models: dict[str, StepModel], gpus_: dict[str, Gpu], ratio: float
             "03 facts small_model_batching_lift")
     # The post prints no admission limit: its memory report's pool (83.7x of 2,048 tokens) counted in this model's
     # pages is the book's count, and the post's own figure is the running batch it saw under a flood ("~145").
-    published_adm = published_pool(data_dir).admission_limit(tokens)
+    published_adm = published_pool(PUBLISHED_PRESET, data_dir).admission_limit(tokens)
     add(f"KV admission, {n_in}+{n_out} tokens (seqs; the 'published' figure is the book's count of the post's "
         "memory report)", adm, published_adm,
         f"datasheet memory {memory:.2f} GiB x {w['utilization']:g} - weights {m.weights_gib:g} GiB - overhead "

@@ -199,10 +199,11 @@ def client_points(p: dict, variant: str, preset: str, serve_args: list[str], com
 def mixed_parameters(p: dict, profile) -> dict:
     """Part 2's parameters on this rig (its defaults and the rig's part-2 overrides) for part 0's mixed sessions: one
     prompt length (mixed_prompt_len, else the one part 2 traces), traced, part 0's budgets if set, no knee points."""
-    from .. import p02
+    from ..p02 import PART as PART2
 
-    q = {**p02.DEFAULTS, **{k: v for k, v in profile.for_part(p02.NAME).items() if v is not None}}
-    length = int(p["mixed_prompt_len"] or p02.trace_length(q))
+    q = {**PART2.defaults, **{k: v for k, v in profile.for_part(PART2.name).items() if v is not None}}
+    # part 2's traced length (p02's trace_length): its trace_prompt_len, else its middle prompt length
+    length = int(p["mixed_prompt_len"] or q["trace_prompt_len"] or sorted(q["prompt_lens"])[len(q["prompt_lens"]) // 2])
     budgets = p["mixed_budgets"] if p["mixed_budgets"] is not None else q["budgets"]
     return {**q, "prompt_lens": [length], "trace": True, "trace_prompt_len": length, "knee_budgets": [],
             "budgets": [int(b) for b in budgets]}
@@ -215,12 +216,12 @@ def mixed_points(p: dict, variant: str, preset: str, profile) -> list[PointPlan]
     and a trace folder of this part's own."""
     from dataclasses import replace
 
-    from .. import p02
+    from ..p02 import PART as PART2
 
     shim = replace(profile, model_preset=preset, name=f"{profile.name}/{NAME}/{variant}")
     q = mixed_parameters(p, profile)
     out = []
-    for pt in p02.plan(q, shim):
+    for pt in PART2.plan(q, shim, None, None):
         kind = "mixed-trace" if pt.params.get("kind") == "trace" else "mixed"
         out.append(replace(pt, name=f"{variant}-mixed-{pt.name}", session=f"{variant}-mixed-{pt.session}",
                            preset=preset, poll_metrics_s=float(p["poll_s"]),
@@ -228,10 +229,6 @@ def mixed_points(p: dict, variant: str, preset: str, profile) -> list[PointPlan]
                            params={**pt.params, "variant": variant, "preset": preset, "kind": kind}))
     return out
 
-
-# ---------------------------------------------------------------------------------------------
-# A rig's view, its claims and its words
-# ---------------------------------------------------------------------------------------------
 
 MAIN = "4b"  # the hybrid model every part uses: the variant the decomposition is read on
 

@@ -1,4 +1,4 @@
-"""What the chapter says of the refit (parts/refit.py): which resource each part of the step follows, and how far the
+"""What the chapter says of the refit (parts/p00/refit.py): which resource each part of the step follows, and how far the
 model carries when it is fitted on one measured GPU and asked about another, every number from the tables."""
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ from ...errors import UserError
 from ...model.kvcache import pool_flags
 from ...model.pools import block_size
 from ...records.reference import load_reference, reference_fact
-from .stepmodel import (Gpu, H200_KEY, MODELS, OTHER_FAMILIES, RIG, STATE_FAMILIES, StepModel, TRACE_BATCHES, Term, gpus)
+from .stepmodel import (Gpu, H200_KEY, MODELS, OTHER_FAMILIES, RIG, STATE_FAMILIES, StepModel, TRACE_BATCHES, Term,
+                        gpus)
 
 
 def _row(frame: pd.DataFrame, batch: int) -> pd.Series:

@@ -12,7 +12,7 @@ import pandas as pd
 from ...records.store import load_points, open_artefact, pass_summary, read_artefact
 from ...run.sweep import PointPlan
 from .families import ATTENTION_MAIN, COMPONENTS, FILTER_KERNELS, LINEAR_KERNEL, step_family
-from .plan import MIXED_KINDS, NAME
+from .plan import DEFAULTS, MIXED_KINDS, NAME, plan, served_presets
 
 
 def _fmt(preset: str) -> str:
@@ -57,7 +57,7 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     rows = []
     for pt in load_points(NAME, data_dir, rigs):
         p = pt.params
-        if p.get("kind") in MIXED_KINDS:  # part 2's passes on this part's models: mixedsteps reads them
+        if p.get("kind") in MIXED_KINDS:  # part 2's passes on this part's models: mixed.py reads them
             continue
         s = pass_summary(pt)
         w, window, top, no_window = _window(pt, int(p["batch"]))
@@ -249,7 +249,16 @@ def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
 
 def unmeasured(rig: str, data_dir=None) -> list[PointPlan]:
     """The points of the rig's plan that have no complete point yet."""
-    from ... import parts
-
     done = {pt.name for pt in load_points(NAME, data_dir, [rig])}
-    return [pt for pt in parts.plan(0, rig, data_dir) if pt.name not in done]
+    return [pt for pt in rig_plan(rig, data_dir) if pt.name not in done]
+
+
+def rig_plan(rig: str, data_dir=None) -> list[PointPlan]:
+    """The rig's plan of this part (parts.plan's, from the part's own pieces: no registry of parts): its parameters
+    on the rig, the KV pool of each model it serves."""
+    from ...run.rig import load_profile
+    from ..protocol import parameters_for, pools_for
+
+    profile = load_profile(rig, data_dir)
+    params = parameters_for(NAME, DEFAULTS, profile)
+    return plan(params, profile, pools_for(NAME, served_presets(params, profile), profile, data_dir))

@@ -37,8 +37,8 @@ FLOOD_MODELS = {"main": ("4B", "qwen3.5-4b"), "small": ("0.5B", "qwen2.5-0.5b")}
 
 
 def frozen(gpu_key: str, data_dir=None, model: str | None = None) -> pd.DataFrame | None:
-    """The frozen prediction for datasheet row `gpu_key` (None where there is none): the model of parts/predict.py,
-    or with `model="refit"` parts/refit.py's (`<gpu>-refit.csv`)."""
+    """The frozen prediction for datasheet row `gpu_key` (None where there is none): the model of parts/p00/predict.py,
+    or with `model="refit"` parts/p00/refit.py's (`<gpu>-refit.csv`)."""
     path = Path(data_dir or DATA_DIR) / "predictions" / (f"{gpu_key}-{model}.csv" if model else f"{gpu_key}.csv")
     return pd.read_csv(path, dtype={"model_commit": str}) if path.exists() else None
 
@@ -103,10 +103,10 @@ def _single_rows(rig: str, data_dir=None) -> list[dict]:
 
 
 def _flood_rows(rig: str, data_dir=None) -> list[dict]:
-    from .. import p03
+    from ..p03 import PART as PART3
 
     try:
-        table = p03.sweep_table(data_dir, [rig])
+        table = PART3.tables(data_dir, [rig])["sweep"]
     except (KeyError, ValueError, FileNotFoundError):
         return []
     rows = []
@@ -169,7 +169,7 @@ def _key(frame: pd.DataFrame) -> pd.Series:
 
 
 def table(rig: str, data_dir=None, today: bool = False, model: str | None = None) -> pd.DataFrame:
-    """A frozen prediction of `rig`'s GPU (`model`: None for parts/predict.py's, "refit") beside what the rig
+    """A frozen prediction of `rig`'s GPU (`model`: None for parts/p00/predict.py's, "refit") beside what the rig
     measured: one row per quantity measured, with the signed error. Empty where the rig names no datasheet row, its
     row has no such frozen prediction, or nothing of it is measured yet. `today`: also what the model says now
     (`today`, `today_error_pct`), a later model than the frozen one wherever the two differ: shown beside the frozen

@@ -237,10 +237,10 @@ def dense_words(view: dict) -> str | None:
 
 def mixed_missing_words(rig: str, mixed: pd.DataFrame, data_dir=None) -> str | None:
     """The variants whose mixed sessions the rig's plan holds and the mixed table has no row of, in words."""
-    from ... import parts
     from .mixed import PART0
+    from .tables import rig_plan
 
-    traced = [pt for pt in parts.plan(0, rig, data_dir) if pt.params.get("kind") == "mixed-trace"]
+    traced = [pt for pt in rig_plan(rig, data_dir) if pt.params.get("kind") == "mixed-trace"]
     have = set(mixed[(mixed["rig"] == rig) & (mixed["source"] == PART0)]["model"]) if len(mixed) else set()
     left = [pt for pt in traced if pt.preset not in have]
     if not left:
