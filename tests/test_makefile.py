@@ -68,9 +68,14 @@ def test_make_reproduce_runs_in_a_clone_under_a_path_with_a_space(tmp_path):
     res = subprocess.run(["make", "-s", "reproduce", "PART=3", "RIG=cpu-tiny", f"PYTHON={sys.executable}",
                           "ARGS=--budget-min 2"], cwd=clone, capture_output=True, text=True, timeout=120, env=env)
     assert res.returncode != 0 and "No such file or directory" not in res.stderr, res.stderr
+    from inference_wall.run.sweep import POINT_ESTIMATE_S, _minutes, rig_start_estimate
+    from inference_wall.records.store import DATA_DIR
+
+    start = rig_start_estimate(DATA_DIR / "runs", "cpu-tiny")  # the rig's slowest recorded start (the src is the repo's)
+    need = start + POINT_ESTIMATE_S
     assert [line for line in res.stderr.splitlines() if line.startswith("error:")] == [
-        "error: --budget-min 2 is below what one point needs (about 6 min: a server start, 5 min, and a point, 1 min); "
-        "give at least 6"], res.stderr
+        f"error: --budget-min 2 is below what one point needs (about {_minutes(need)} min: a server start, "
+        f"{_minutes(start)} min, and a point, 1 min); give at least {_minutes(-(-need // 6) * 6)}"], res.stderr
 
 
 def test_a_double_quoted_value_with_a_space_in_args_is_refused_naming_single_quotes(tmp_path):

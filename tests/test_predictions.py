@@ -165,7 +165,7 @@ def test_todays_model_is_a_column_of_its_own_beside_the_frozen_one(h200_as_if_fr
         rows.assign(model_commit="0" * 40, model_commit_time=0).to_csv(path, index=False)
 
 
-# --- the refit (parts/refit.py) ---------------------------------------------------------------------------------
+# --- the refit (parts/p00/refit.py) -------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def measured():
@@ -207,20 +207,58 @@ def test_a_bandwidth_part_scales_with_the_copy_and_the_wait_shrinks_where_the_fi
         assert p_slow["wait"] <= p_fast["wait"] and p_slow["wait"] >= f.table["GPU idle"].clip(lower=0).min()
 
 
+def _raw_decode_step_ms(point, batch: int, share: float = 0.95) -> float:
+    """The pure-decode step of a point recomputed from its raw polls alone, with prometheus_client's own parser (not
+    the package's): every poll interval with at least `share` of `batch` running at both ends, the engine's step
+    counter moving and no prompt token counted, taken together; seconds (poll midpoints) over steps."""
+    import json
+    import lzma
+    from pathlib import Path
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    names = {"vllm:num_requests_running": "running", "vllm:iteration_tokens_total_count": "steps",
+             "vllm:prompt_tokens_total": "prompt"}
+    polls = []
+    for line in lzma.open(Path(point) / "bench-metrics.jsonl.xz", "rt"):
+        rec = json.loads(line)
+        if rec.get("status") != 200:
+            continue
+        v = dict.fromkeys(names.values(), 0.0)
+        for family in text_string_to_metric_families(rec["text"]):
+            for sample in family.samples:
+                if sample.name in names:
+                    v[names[sample.name]] += sample.value
+        polls.append(((rec["t0"] + rec["t1"]) / 2, v))
+    need, secs, steps = max(1, int(share * batch)), 0.0, 0.0
+    for (ta, a), (tb, b) in zip(polls, polls[1:]):
+        if a["running"] >= need and b["running"] >= need and b["steps"] > a["steps"] and a["prompt"] == b["prompt"]:
+            secs, steps = secs + tb - ta, steps + b["steps"] - a["steps"]
+    return 1000 * secs / steps
+
+
 def test_the_leave_one_gpu_out_table_recomputes_from_the_raw_runs(measured):
-    """Three rows of the table, recomputed: the measured step from the engine counters of the point's raw polls
-    (p00's curve), the prediction from the fit GPU's traces, the error from both."""
+    """Three rows of the table, recomputed from the raw artefacts: the measured step from the point's raw /metrics
+    polls (parsed here by prometheus_client, not by the package), the error from the row's prediction and that step,
+    and where the target is the h100 the frozen model's error from data/predictions/h100-sxm.csv's own row."""
+    import csv
+
     from inference_wall.parts.p00 import refitloo
+    from inference_wall.records.store import REPO
 
     if len(measured) < 2:
         pytest.skip("one measured GPU: nothing to leave out")
     t = refitloo.loo_table()
     rigs = list(measured)
+    frozen = {int(r["batch"]): float(r["predicted"])
+              for r in csv.DictReader(open(REPO / "data" / "predictions" / "h100-sxm.csv"))
+              if r["model"] == "4B" and r["quantity"] == "decode step"}
     for fit_rig, target, b in ((rigs[0], rigs[1], 64), (rigs[1], rigs[0], 256), (rigs[1], rigs[0], 1)):
         r = t[(t["fit"] == fit_rig) & (t["target"] == target) & (t["quantity"] == "decode step")
               & (t["at"] == f"batch {b:,}")].iloc[0]
-        curve = measured[target]["view"]["curve"]
-        assert r.measured == pytest.approx(float(curve[(curve["variant"] == "4b") & (curve["batch"] == b)]["step_ms"]
-                                                 .iloc[0]))
-        assert r.error_pct == pytest.approx(100 * (r.predicted - r.measured) / r.measured)
+        raw = _raw_decode_step_ms(REPO / "data" / "runs" / "00-inside-a-step" / target / f"4b-decode-b{b:04d}", b)
+        assert r.measured == pytest.approx(raw, rel=1e-6)
+        assert r.error_pct == pytest.approx(100 * (r.predicted - raw) / raw)
+        if target == "h100" and b in frozen:
+            assert r.frozen_error_pct == pytest.approx(100 * (frozen[b] - raw) / raw)
     assert {"a10g-published"} <= set(t["target"])

@@ -808,7 +808,7 @@ def check_budget(budget_min: float | None, start_estimate_s: float = SERVER_STAR
         raise UserError(f"--budget-min {budget_min:g} is not a number of minutes; give one (e.g. --budget-min 30), "
                         f"or leave it out for no time limit")
     if budget_min is not None and budget_min * 60 < need_s:
-        raise UserError(f"--budget-min {budget_min:g} is below what one point needs (about {need_s / 60:.0f} min: "
+        raise UserError(f"--budget-min {budget_min:g} is below what one point needs (about {_minutes(need_s)} min: "
                         f"a server start, {_minutes(start_estimate_s)} min, and a point, "
                         f"{POINT_ESTIMATE_S / 60:.0f} min); give at least {_minutes(math.ceil(need_s / 6) * 6)}")
 
