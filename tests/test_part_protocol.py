@@ -71,7 +71,8 @@ def test_gpus_needed_of_part_6_and_of_one_part_without():
     assert parts.protocol_of(1).gpus_needed(parts.parameters(1, "h200")) == 1
 
 
-@pytest.mark.parametrize("path", ["src/inference_wall/parts/__init__.py", "src/inference_wall/cli.py"])
+@pytest.mark.parametrize("path", ["src/inference_wall/parts/__init__.py", "src/inference_wall/parts/registry.py",
+                                  "src/inference_wall/cli.py"])
 def test_the_runner_probes_no_part(path):
     text = (ROOT / path).read_text()
     assert "hasattr(mod" not in text and "inspect.signature" not in text
