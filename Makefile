@@ -84,7 +84,8 @@ test-fast: $(STAMP)
 # PART, RIG and ARGS reach the CLI as environment variables, never as recipe text: neither make nor the shell
 # evaluates what they hold (the CLI splits IW_ARGS itself: single quotes group, double quotes stay, see
 # cli.split_args). The CLI's exit status is the recipe's (3: points left for a later run); make
-# itself then exits 2, as it does for any failed recipe. check-args also refuses a GPU rig on a machine
+# itself then exits 2, as it does for any failed recipe. check-args (given ARGS too, so that it reads the rig's profile
+# from ARGS' --data-dir, as the run does) also refuses a GPU rig on a machine
 # without an NVIDIA GPU (one line naming the CPU route), and on a GPU host whose PYTHON has no vLLM (and no
 # VLLM_PYTHON or --python in ARGS) asks for .venv-vllm-gpu, which the CLI then serves the rig with.
 reproduce: export IW_PART = $(value PART)
@@ -92,7 +93,7 @@ reproduce: export IW_RIG = $(value RIG)
 reproduce: export IW_ARGS = $(value ARGS)
 reproduce:
 	@if [ "$(PYTHON)" = "$(VENV_PY)" ]; then $(MAKE) -s setup; fi
-	@checked=$$(PYTHONPATH="$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH}" $(PYTHON) -m inference_wall check-args --part "$$IW_PART" --rig "$$IW_RIG"); \
+	@checked=$$(PYTHONPATH="$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH}" $(PYTHON) -m inference_wall check-args --part "$$IW_PART" --rig "$$IW_RIG" --args-from-env); \
 	if [[ $$checked == *"needs: make vllm-gpu"* && " $$IW_ARGS " != *" --python"* ]]; then $(MAKE) -s vllm-gpu; fi
 	PYTHONPATH="$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH}" $(PYTHON) -m inference_wall reproduce --part "$$IW_PART" --rig "$$IW_RIG" --args-from-env
 

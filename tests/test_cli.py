@@ -210,6 +210,30 @@ def test_make_reproduce_of_a_gpu_rig_without_a_gpu_says_so_in_one_line_before_an
     assert not (tmp_path / "runs").exists()
 
 
+def test_make_reproduce_judges_a_rig_by_its_profile_in_the_data_dir(tmp_path):
+    """A rig whose profile lives only in --data-dir's rigs/ (here a copy of cpu-tiny's under a new name) was judged
+    by make's machine check from the repository's data/rigs, where it has none: `make reproduce` refused it on a CPU
+    machine as "not a CPU rig" although `plan` and `sweep` with the same --data-dir took it. The check reads ARGS
+    as the run does, so the run goes on to the CLI's own checks (here the budget's, before anything starts)."""
+    data = tmp_path / "data"
+    (data / "rigs").mkdir(parents=True)
+    for name in ("models", "reference"):
+        (data / name).symlink_to(ROOT / "data" / name)
+    (data / "rigs" / "scratch-tiny.json").write_text((ROOT / "data" / "rigs" / "cpu-tiny.json").read_text())
+    env = {**ENV, "PATH": _path_without_nvidia_smi(), "IW_ARGS": f"--data-dir {data}"}
+    check = subprocess.run([sys.executable, "-m", "inference_wall", "check-args", "--part", "3", "--rig",
+                            "scratch-tiny", "--args-from-env"], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                           env=env)
+    assert check.returncode == 0 and check.stdout.splitlines() == ["notebooks/03-batching-cliff.md"], check.stderr
+    res = subprocess.run(["make", "-s", "reproduce", "PART=3", "RIG=scratch-tiny", f"PYTHON={sys.executable}",
+                          f"ARGS=--data-dir {data} --budget-min 1"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120, env={**os.environ, "PATH": _path_without_nvidia_smi()})
+    ours = [line for line in res.stderr.splitlines() if not line.startswith("make")]  # make's own "*** Error 2"
+    assert res.returncode != 0 and len(ours) == 1, res.stderr
+    assert ours[0].startswith("error: --budget-min 1 is below what one point needs"), ours[0]
+    assert not (data / "runs").exists()
+
+
 @pytest.mark.parametrize("command", ["reproduce", "sweep"])
 def test_the_cli_refuses_a_gpu_rig_without_a_gpu_before_any_server(command, tmp_path):
     data = _data_dir(tmp_path)
@@ -430,6 +454,17 @@ def test_bad_run_options_are_refused_before_anything_starts(command, extra, name
     line = _refused_up_front(monkeypatch, capsys, [command, "--part", "1", "--rig", "my-rig", "--data-dir",
                                                    str(tmp_path), *extra])
     assert named in line
+
+
+@pytest.mark.parametrize("command", ["sweep", "reproduce"])
+def test_a_data_dir_that_does_not_exist_is_refused_by_name(command, tmp_path, monkeypatch, capsys):
+    """Before: read as a folder holding no profile and no model ("unknown model preset 'qwen3.5-4b'"), and a run
+    went on to take its writer lock there, making the folder."""
+    missing = tmp_path / "no such data"
+    line = _refused_up_front(monkeypatch, capsys, [command, "--part", "1", "--rig", "my-rig", "--data-dir",
+                                                   str(missing)])
+    assert line.startswith(f"error: --data-dir {missing}: no such folder"), line
+    assert not missing.exists()
 
 
 @pytest.mark.parametrize("overrides, named", [

@@ -86,7 +86,14 @@ def test_a_double_quoted_value_with_a_space_in_args_is_refused_naming_single_quo
     assert len(errors) == 1 and "double quotes do not group words" in errors[0], res.stderr
     assert "ARGS=\"--data-dir 'my data'\"" in errors[0]
     spaced = tmp_path / "my data"
-    res = _reproduce(tmp_path, "3", f"--data-dir '{spaced}'")  # single quotes group: the CLI reads the folder
+    res = _reproduce(tmp_path, "3", f"--data-dir '{spaced}'")  # single quotes group: the CLI reads the folder's name
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: --data-dir {spaced}: no such folder (give the data folder that holds runs/, rigs/ "
+                      f"and models/, e.g. the repository's data/ or a copy of it)"], res.stderr
+    spaced.mkdir()
+    for name in ("models", "rigs", "reference"):
+        (spaced / name).symlink_to(ROOT / "data" / name)
+    res = _reproduce(tmp_path, "3", f"--data-dir '{spaced}'")  # a data folder there: the run's own checks follow
     errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "--budget-min 2 is below what one point needs" in errors[0], res.stderr
 

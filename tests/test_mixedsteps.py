@@ -152,6 +152,9 @@ def _check_untraced(table, steps):
         if r.budget != p02.OFF:
             at = steps[(steps["budget"] == r.budget) & (steps["prompt_len"] == r.prompt_len)]
             assert r.chunk_step_ms == pytest.approx(float(at["mean_step_ms"].iloc[0]))
+            assert r.solo_chunk_step_ms == pytest.approx(float(at["solo_chunk_step_ms"].iloc[0]))
+        else:
+            assert r.solo_chunk_step_ms == pytest.approx(r.prefill_ms)  # alone, unchunked: one step, the prefill
 
 
 NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
@@ -189,3 +192,17 @@ def test_a_model_without_recurrent_layers_gets_words_without_them(h200_all):
         assert "GDN" not in " ".join(words) and "memory ops" in " ".join(words)
         rows = dense[dense["model"] == model]
         assert (rows["gdn_ms"] == 0).all()  # the dense model's window has no recurrent-state kernel time
+
+
+def test_the_floor_of_a_chunk_step_is_set_against_the_same_budgets_chunk_step_alone(h200_all):
+    # h200: the smallest budget's chunk step alone on the idle server is far above its share of the unchunked prefill
+    # (the floor is chunked prefill's own), and the step beside the decodes adds less than one decode step to it
+    for model in ms.models_of(h200_all, "h200"):
+        r = h200_all[(h200_all["model"] == model) & (h200_all["budget"] == 512)].iloc[0]
+        assert r.solo_chunk_step_ms - r.prefill_share_ms > r.decode_itl_ms
+        assert abs(r.riding_ms) < r.decode_itl_ms
+        words = ms.mixed_words(h200_all, "h200", model)[-1]
+        assert f"a chunk step took {ms.sig(r.solo_chunk_step_ms)} ms" in words
+        assert "the floor belongs to chunked prefill itself on this rig" in words
+    said = ms.sum_words(h200_all, "h200")
+    assert "the floor belongs to chunked prefill itself" in said and "candidate that needs a trace" in said

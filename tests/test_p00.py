@@ -9,7 +9,7 @@ import pytest
 
 from inference_wall.run.bench import PassSpec, Workload, bench_command
 from inference_wall.errors import UserError
-from inference_wall.parts import p00
+from inference_wall.parts import p00, p05
 from inference_wall.run.rig import load_profile
 from inference_wall.measure.steady import decode_window, steady_window
 
@@ -236,6 +236,60 @@ def test_the_models_table_and_its_answers_read_the_committed_h200_runs():
     rel = "more" if m.loc["9b-fp16", "per_seq_to_256_us"] > m.loc["4b", "per_seq_to_256_us"] else "less"
     assert f"({rel} on the 9B)" in answers[0]
     assert not any("nan" in a.lower() for a in answers)
+
+
+def test_the_quantized_matmul_kernels_are_told_from_the_16_bit_gemms_and_fused_neighbours():
+    kernels = {"void cutlass::device_kernel<machete::MacheteCollectiveMma<...> >": [10, 2.5],
+               "nvjet_sm90_hsh_512x8_64x3_2x1_v_bz_TNT": [1, 0.5],  # the output head, 16-bit
+               "triton_poi_fused_machete_mm_mul_sigmoid_view_0": [1, 0.25],  # a fusion named after its neighbour
+               "triton_red_fused__to_copy_add_machete_mm_rms_norm_3": [1, 0.125]}
+    assert p00.quant_matmul_ms(kernels) == pytest.approx(2.5)
+
+
+def test_the_9b_answers_compare_over_part_fives_range_and_split_the_4_bit_matmuls_by_kernel():
+    view = p00.rig_view("h200", p00.page_tables(None, ["h200"]))
+    m = view["models"].set_index("variant")
+    if not {"4b", "9b-fp16", "9b-int4"} <= set(m.index):
+        pytest.skip("the h200 runs of the 9B are not committed")
+    from inference_wall.measure.analysis import linear_fit
+    # the per-sequence cost over the batches part 5 fits (up to its fit_max_batch), where both models measured
+    rng = p00.per_seq_in_range(view)
+    assert rng["upto"] == p05.DEFAULTS["fit_max_batch"] and rng["top"] <= rng["upto"]
+    curve = view["curve"]
+    for v in ("9b-fp16", "4b"):
+        c = curve[(curve["variant"] == v) & (curve["batch"] <= rng["top"])]
+        assert rng["variants"][v]["us"] == pytest.approx(1000 * linear_fit(c["batch"], c["step_ms"]).slope)
+    part5 = p00._part5_variants(None, ["h200"])["h200"]
+    per_seq, int4 = p00.nine_b_answers(view, part5)
+    n, f = rng["variants"]["9b-fp16"], rng["variants"]["4b"]
+    assert f"{p00._n(n['us'])} us on the 9B" in per_seq and f"{p00._n(f['us'])} us on the 4B" in per_seq
+    assert "In pure decode it does not" not in per_seq  # the old answer read 64-256, outside part 5's range
+    assert (f"no 9B point at {rng['upto']:,}" in per_seq) == (not n["has_upto"])
+    assert f"its 4B reference {p00._n(1000 * part5['ref']['slope'].value)} us" in per_seq
+    ref8 = float(part5["ref"]["decode"].set_index("batch").loc[8, "itl_p50_ms"])
+    here8 = float(curve[curve["variant"] == "4b"].set_index("batch").loc[8, "itl_p50_ms"])
+    assert ("part 5's 4B server is slower" in per_seq) == (ref8 > here8)  # h200: another server, another start
+    # the 4-bit matmuls by kernel: the quantized layers' kernels and the 16-bit GEMMs add up to the family
+    q = m.loc["9b-int4"]
+    assert q.quant_mm_b1_ms + q.gemm16_b1_ms == pytest.approx(q.matmul_b1_ms)
+    fl = view["floors"]["9b-int4"]
+    assert q.quant_mm_pct_bw == pytest.approx(100 * fl["quantized_bytes"] / (fl["bandwidth_gb_s"] * 1e9) * 1000
+                                              / q.quant_mm_b1_ms)
+    assert q.quant_mm_pct_bw < q.matmul_pct_bw < q.gemm16_pct_bw  # the head's GEMM flattered the family's rate
+    assert f"at {p00._n(q.quant_mm_pct_bw, 2)}% of the measured bandwidth" in int4
+    assert f"reading the weights at {p00._n(q.matmul_pct_bw, 2)}%" not in int4
+    assert all(math.isnan(m.loc[v, "quant_mm_b1_ms"]) for v in ("4b", "9b-fp16"))  # no quantized layer
+
+
+def test_the_single_stream_answer_says_whose_server_and_floor_it_is():
+    # part 1's page shows part 1's single stream and floor and this chapter's: the answer names its own server and
+    # how its floor is counted (shapes' bytes at its starts' bandwidth), beside part 1's (another server and start)
+    view = p00.rig_view("h200", p00.page_tables(None, ["h200"]))
+    (said,) = [w for w in p00.open_answers(view, None, None) if "(part 1)" in w]
+    f = view["floors"][view["main"]]
+    assert said.count("On this chapter's own server, the engine's step at batch 1") == 1
+    assert f"{p00._n(f['weights_bytes'] / 1e9)} GB by its shapes at {p00._n(f['bandwidth_gb_s'])} GB/s" in said
+    assert "Part 1's single stream, where part 1 ran the rig, is another server and start" in said
 
 
 def test_each_part_gets_only_its_own_answers():

@@ -194,22 +194,30 @@ def test_the_clients_words_and_table_carry_the_numbers_and_no_missing_value():
 
 
 def mixed_rows() -> pd.DataFrame:
-    def row(model, source, budget, chunk, share, itl):
+    def row(model, source, budget, chunk, share, itl, solo):
         r = dict.fromkeys(ms.COLUMNS, math.nan)
         r.update(rig="r", model=model, source=source, config=p02.config_label(budget), budget=budget, prompt_len=16384,
-                 chunk_step_ms=chunk, prefill_share_ms=share, decode_itl_ms=itl, sum_ms=share + itl,
-                 step_over_sum=chunk / (share + itl))
+                 chunk_step_ms=chunk, prefill_share_ms=share, decode_itl_ms=itl, solo_chunk_step_ms=solo,
+                 riding_ms=chunk - solo, sum_ms=solo + itl, step_over_sum=chunk / (solo + itl))
         return r
-    return pd.DataFrame([row("qwen3.5-4b", ms.PART2, 512, 20.0, 8.0, 6.0), row("qwen3.5-4b", ms.PART2, p02.OFF, 900, 880, 6),
-                         row("qwen2.5-0.5b", ms.PART0, 512, 5.0, 1.5, 2.5)], columns=ms.COLUMNS)
+    return pd.DataFrame([row("qwen3.5-4b", ms.PART2, 512, 20.0, 8.0, 6.0, 17.0),
+                         row("qwen3.5-4b", ms.PART2, p02.OFF, 900, 880, 6, 880),
+                         row("qwen2.5-0.5b", ms.PART0, 512, 5.0, 1.5, 2.5, 4.5)], columns=ms.COLUMNS)
 
 
-def test_the_sum_words_set_each_models_chunk_step_against_its_prefill_share_plus_a_decode_step():
+def test_the_sum_words_set_each_models_chunk_step_against_its_chunk_step_alone_plus_a_decode_step():
     words = ms.sum_words(mixed_rows(), "r")
-    assert "on the qwen3.5-4b at budget 512, 20.0 ms against 8.00 + 6.00 = 14.0 ms (1.43x)" in words
-    assert "on the qwen2.5-0.5b at budget 512, 5.00 ms against 1.50 + 2.50 = 4.00 ms (1.25x)" in words
+    # the step beside the decodes against the same budget's step alone + one decode step, not the unchunked share
+    assert ("on the qwen3.5-4b at budget 512, 20.0 ms against 17.0 + 6.00 = 23.0 ms (0.870x), the step alone 2.12x "
+            "its 8.00 ms share of the unchunked prefill") in words
+    assert "on the qwen2.5-0.5b at budget 512, 5.00 ms against 4.50 + 2.50 = 7.00 ms (0.714x)" in words
+    assert "8.00 + 6.00 = 14.0 ms" not in words  # the old sum: a share of the prefill that no chunk step costs
+    assert "the floor belongs to chunked prefill itself on this rig" in words and "candidate" in words
     assert ms.models_of(mixed_rows(), "r") == ["qwen3.5-4b", "qwen2.5-0.5b"]
     assert ms.sum_words(mixed_rows(), "other") is None
+    near = mixed_rows()
+    near.loc[near["budget"] == 512, "solo_chunk_step_ms"] = near["prefill_share_ms"] + 1  # alone: about its share
+    assert "floor belongs" not in ms.sum_words(near, "r")
 
 
 def test_the_h200_page_says_the_dense_models_mixed_steps_are_not_measured_until_they_run():
@@ -248,7 +256,8 @@ def test_the_cpu_runs_put_part_zeros_mixed_steps_in_the_table_with_the_sum_besid
     mine = t[t["source"] == ms.PART0]
     assert sorted(mine["budget"]) == [p02.OFF, 64] and set(mine["model"]) == {"tiny-dense"}
     for r in mine.itertuples():
-        assert r.sum_ms == pytest.approx(r.prefill_share_ms + r.decode_itl_ms)
+        assert r.sum_ms == pytest.approx(r.solo_chunk_step_ms + r.decode_itl_ms)
+        assert r.riding_ms == pytest.approx(r.chunk_step_ms - r.solo_chunk_step_ms)
         assert r.step_over_sum == pytest.approx(r.chunk_step_ms / r.sum_ms)
         # counted in the iteration log: one step with chunking off; at 64 a step, at least 16 for 1,024 prompt tokens
         # (the background's decodes take their share of each step's budget)

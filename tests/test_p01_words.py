@@ -156,3 +156,17 @@ def test_running_series_reads_the_rate_passes_only_from_their_own_start():
     series = p01.running_series(points)
     assert series.to_dict("list") == {"rig": ["r"] * 3, "point": ["rate-1"] * 3, "t_s": [0.0, 1.0, 2.5], "running": [1, 3, 2]}
     assert p01.running_series({}).empty
+
+
+def test_the_step_fit_figure_draws_when_no_shown_rig_has_a_decode_point_yet():
+    """A new rig's first run of `--points single` (no decode point yet) beside the published fit (a fit, no points):
+    before, step_fit_rows gave a frame with no "rig" column and part 1's page failed in run mode (KeyError: 'rig')
+    after the point was measured. Synthetic fit values: the figure's code path is what is tested."""
+    from inference_wall import figures
+
+    views = {"published": {"fit_intercept_ms": 10.0, "fit_slope_ms": 1.0, "crossover": 10.0}, "new-rig": {}}
+    pts, fits, tops, cross = p01.step_fit_rows(views, 4)
+    assert list(pts.columns) == ["rig", "batch", "step_ms"] and pts.empty
+    assert list(cross["rig"]) == ["published"] and set(fits) == {"published"}
+    chart = figures.p01.step_time_fit(pts, figures.p01.fit_lines(fits, tops), cross)
+    assert "published" in chart.to_json()

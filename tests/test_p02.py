@@ -236,6 +236,33 @@ def test_chunk_step_is_priced_against_its_share_of_the_unchunked_prefill():
     assert not len(p02.chunk_step_table(inj[inj["budget"] > 0]))  # no unchunked prefill to price a share against
 
 
+def test_chunk_step_is_set_against_the_same_budgets_chunk_step_alone():
+    # 16 steps of 200 ms beside the decodes; alone on the idle server at the same budget 16 steps took 3,040 ms (190 a
+    # step): the floor is chunked prefill's own, the decodes add 10 ms a step (one decode step of 10 ms)
+    inj = _injections(1005, 300, budget=512, ttft_on=16 * 200, length=8192).assign(solo_prefill_steps=16.0)
+    inj.loc[inj["budget"] == 512, "solo_ttft_ms"] = 16 * 190
+    table = p02.chunk_step_table(inj)
+    (row,) = table.itertuples()
+    assert row.solo_chunk_step_ms == pytest.approx(190) and row.riding_ms == pytest.approx(10)
+    note = p02.chunk_step_note(table, inj)
+    assert "Alone on the idle server at the same budget a chunk step took 190 ms" in note
+    assert "the floor belongs to chunked prefill itself on this rig" in note
+    assert "the step took 10.0 ms more than alone (16 steps there), against one decode step of 10.0 ms" in note
+    assert "candidate that needs a trace of a chunk alone" in note
+    # alone, a step costs about its share: no floor of chunked prefill's own is claimed
+    inj.loc[inj["budget"] == 512, "solo_ttft_ms"] = 1005
+    assert "floor belongs" not in p02.chunk_step_note(p02.chunk_step_table(inj), inj)
+
+
+def test_the_h200_chunk_step_alone_sits_far_above_its_share():
+    inj = p02.injection_table(None, ["h200"])
+    table = p02.chunk_step_table(inj)
+    small = table[(table["budget"] == 512)]
+    assert len(small) and (small["solo_steps"] == small["prompt_len"] / 512).all()  # alone, the whole budget a step
+    assert ((small["solo_chunk_step_ms"] - small["share_ms"]) > small["decode_ms"]).all()
+    assert "the floor belongs to chunked prefill itself on this rig" in p02.chunk_step_note(table, inj)
+
+
 def _knee(shares: dict, part1: float) -> pd.DataFrame:
     rows = [{"rig": "r", "budget": 8192, "server": "part 1 (vLLM's default budget)", "offered_rate_rps": 30.0,
              "completed_share": part1, "kept_up": part1 >= 0.9}]

@@ -268,6 +268,10 @@ def test_another_live_runs_server_is_named_in_one_warning_line(tmp_path, monkeyp
     assert line and "\n" not in line and line.startswith("warning: another run is serving on this machine")
     assert "part 03-batching-cliff on rig h200" in line and f"server pid {os.getpgid(0)} on port 8123" in line
     assert f"run pid {os.getppid()}" in line and "/elsewhere/data/runs/03-batching-cliff/h200" in line
+    assert "the GPU is shared" in line
+    # a CPU rig's run (cpu-tiny, on a machine that may have no GPU): before, it too was told "the GPU is shared"
+    cpu_line = server.shared_machine_warning(gpu=False)
+    assert "its CPU cores are shared" in cpu_line and "GPU" not in cpu_line
     assert server.reap_left_behind() == [] and entry.exists()  # a live run's server: named, never stopped
     # this process's own servers, and a run that has ended (its owner's start time no longer matches), are not named
     _other_runs_entry(tmp_path, os.getpid())

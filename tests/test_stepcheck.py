@@ -78,3 +78,26 @@ def test_a_rig_without_a_step_model_gives_no_rows_and_says_how_to_get_one(tmp_pa
     assert "make reproduce PART=0" in stepcheck.words(table, none, RIG)
     with pytest.raises(ValueError, match="part 2"):
         stepcheck.part_table(2, None, RIG)
+
+
+def test_the_miss_past_the_traces_is_split_into_the_lines_and_the_floods_own():
+    # a flood at a running batch past the traces: 1.5x its prediction, where pure decode at the next measured batch
+    # is 1.2x the line: the line misses by 1.2x, the flood's own steps (refills' prompt tokens) by the rest, 1.25x
+    row = {"model": "4B", "kind": "flood step, steady window", "batch": 498.0, "measured": 45.0, "predicted": 30.0,
+           "error_pct": -100 / 3, "prompt_per_step": 700.0, "decode_batch": 512.0, "decode_over_line": 1.2}
+    text = stepcheck.words(pd.DataFrame([row], columns=stepcheck.COLUMNS + stepcheck.EXTRA), 0, RIG)
+    assert "measured step is 1.50x its prediction" in text
+    assert "pure decode at 512 (no prompt token in its steps) is 1.20x the line there; the rest, 1.25x" in text
+    assert "carried 700 prompt tokens each" in text
+    # the committed h200 floods: the split multiplies back to the whole miss, and the shown table keeps its columns
+    table, none = stepcheck.part_table(3, None, RIG)
+    past = table[table["batch"] > predict.TRACE_BATCHES[1] * 1.05]
+    if not len(past):
+        pytest.skip("no h200 flood past the traced batches")
+    worst = past.loc[past["error_pct"].abs().idxmax()]
+    line = worst["decode_over_line"]
+    assert line > 1 and worst["prompt_per_step"] > 0  # pure decode alone misses the line, by less than the flood
+    said = stepcheck.words(table, none, RIG)
+    assert f"is {line:.2f}x the line there; the rest, {worst['measured'] / worst['predicted'] / line:.2f}x" in said
+    assert list(stepcheck.shown_table(table).columns) == ["model", "kind", "running batch", "measured_ms",
+                                                          "predicted_ms", "error_pct"]

@@ -54,8 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ck = sub.add_parser("check-args", help="validate PART and RIG and this machine for the rig (used by make), print "
                                            "the part's notebook and, on a GPU host without vLLM, 'needs: make vllm-gpu'")
-    ck.add_argument("--part", required=True)
-    ck.add_argument("--rig", required=True)
+    # reproduce's own arguments (make passes ARGS to both): the rig's profile is read from --data-dir's rigs/, as the
+    # run reads it, so a rig whose profile lives only in another data folder is judged by that profile
+    RunRequest.add_cli_args(ck)
 
     mg = sub.add_parser("migrate-records", help="bring format-1 manifests to the current format once (their artefacts' "
                                                 "sizes and hashes recorded, so every point is checked on read)",
@@ -123,11 +124,12 @@ def _dispatch(args) -> int:
 
     if args.command == "check-args":
         from .run import gpuenv
+        from .parts.runrequest import data_folder
         from .run.rig import load_profile
 
         name = part_name(args.part)
         check_run_rig(args.rig)
-        profile = load_profile(args.rig)
+        profile = load_profile(args.rig, data_folder(args.data_dir))
         info = gpuenv.check_machine(profile, part=args.part)  # no GPU and not a CPU rig: one line, before anything starts
         print(f"notebooks/{name}.md")
         if gpuenv.needs_gpu_venv(profile, sys.executable, info):

@@ -176,7 +176,7 @@ FLOOD_SHARE = 0.95  # "at the cap": the running batch within 5% of it
 # The columns a part puts beside a flood's whole-pass figures (point_steady_row); steady_polled: whether the pass was
 # polled at all (not polled: every figure NaN; polled, no window: NaN with steady_polled True)
 STEADY_COLUMNS = ["steady_polled", "steady_output_tok_s", "steady_step_ms", "steady_running_mean", "steady_window_s",
-                  "steady_steps"]
+                  "steady_steps", "steady_prompt_per_step"]  # the last: refills' prompt tokens computed per step
 
 
 def flood_steady(frame: pd.DataFrame, cap: int, engines: int = 1, share: float = FLOOD_SHARE,
@@ -236,7 +236,8 @@ def steady_row(w: Window | None, was_polled: bool) -> dict:
     if w is None:
         return {"steady_polled": bool(was_polled), **dict.fromkeys(STEADY_COLUMNS[1:], math.nan)}
     return {"steady_polled": bool(was_polled), "steady_output_tok_s": w.output_tok_s, "steady_step_ms": w.step_ms,
-            "steady_running_mean": w.running_mean, "steady_window_s": w.duration_s, "steady_steps": w.steps}
+            "steady_running_mean": w.running_mean, "steady_window_s": w.duration_s, "steady_steps": w.steps,
+            "steady_prompt_per_step": w.prompt / w.steps if w.steps else math.nan}
 
 
 def point_steady_row(pt, label: str = "bench", share: float = FLOOD_SHARE) -> dict:

@@ -32,11 +32,14 @@ def parse_overrides(items: list[str]) -> dict:
     return out
 
 
-def _data_folder(path: Path) -> Path:
+def data_folder(path: Path) -> Path:
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise UserError(f"--data-dir {path}: a file, not a folder (give the data folder that holds runs/, rigs/ and "
                         f"models/, e.g. the repository's data/)")
+    if not path.exists():  # before: judged as a rig with no profile ("unknown model preset", "not a CPU rig")
+        raise UserError(f"--data-dir {path}: no such folder (give the data folder that holds runs/, rigs/ and "
+                        f"models/, e.g. the repository's data/ or a copy of it)")
     return path.resolve()
 
 
@@ -147,7 +150,7 @@ class RunRequest:
         from . import registry as parts
         from ..run.sweep import check_budget, refuse_changed, rig_start_estimate
 
-        request = cls(part=part_name(args.part), rig=check_run_rig(args.rig), data_dir=_data_folder(args.data_dir),
+        request = cls(part=part_name(args.part), rig=check_run_rig(args.rig), data_dir=data_folder(args.data_dir),
                       model_source=args.model_source, points=tuple(args.points) if args.points else None,
                       budget_min=args.budget_min, python=args.python, overrides=parse_overrides(args.set),
                       redo_changed=args.redo_changed, allow_shared=args.allow_shared)

@@ -286,12 +286,14 @@ def _named(records: list[dict]) -> str:
     return "; ".join(named)
 
 
-def shared_machine_warning() -> str | None:
-    """One line naming every other live run's server (see other_runs_servers), or None when there is none."""
+def shared_machine_warning(gpu: bool = True) -> str | None:
+    """One line naming every other live run's server (see other_runs_servers), or None when there is none; `gpu`:
+    whether this run's rig serves on the GPU (a CPU rig's runs share the machine's cores, and it may have no GPU)."""
     records = other_runs_servers()
     if not records:
         return None
-    return (f"warning: another run is serving on this machine: {_named(records)}; the GPU is shared, so both runs' "
+    shared = "the GPU is shared" if gpu else "its CPU cores are shared"
+    return (f"warning: another run is serving on this machine: {_named(records)}; {shared}, so both runs' "
             f"numbers may be disturbed (wait for it to end, or stop it, for clean measurements; the points measured "
             f"beside it are flagged on the pages)")
 
@@ -304,7 +306,7 @@ def check_shared_machine(gpu: bool, allow_shared: bool) -> str | None:
         raise UserError(f"another run is serving on this machine's GPU: {_named(records)}; two runs on one GPU "
                         f"measure each other's load: wait for it to end or stop it, or pass --allow-shared "
                         f"(make reproduce ... ARGS=--allow-shared) to run beside it, its points flagged as shared")
-    return shared_machine_warning() if records else None
+    return shared_machine_warning(gpu) if records else None
 
 
 def overlap_record(record: dict) -> dict:

@@ -31,15 +31,16 @@ from .plan import (  # noqa: F401 (the part's names, as before the folder)
     mixed_parameters, mixed_points, NAME, NOTEBOOK, plan, point_name, profiler_args, served_presets, SYNC_FLAG,
     trace_dir, TRACED_KINDS, VARIANT_KEYS, variant_preset, _variants)
 from .families import (  # noqa: F401 (the part's names, as before the folder)
-    ATTENTION_MAIN, BAND, COMPONENTS, FILTER_KERNELS, LINEAR_KERNEL, STEP_FAMILIES, step_family)
+    ATTENTION_MAIN, BAND, COMPONENTS, FILTER_KERNELS, LINEAR_KERNEL, QUANT_KERNELS, quant_matmul_ms,
+    STEP_FAMILIES, step_family)
 from .tables import (  # noqa: F401 (the part's names, as before the folder)
     after_trace, CLIENT_COLUMNS, client_runs, CLIENTS_COLUMNS, clients_table, _fmt, linear_kernel, page_tables,
-    point_table, shape_bytes, trace_steps, trace_table, unmeasured, _window, window_rates)
+    point_table, rig_plan, shape_bytes, trace_steps, trace_table, unmeasured, _window, window_rates)
 from .view import (  # noqa: F401 (the part's names, as before the folder)
     api_servers, api_table, client_pair, clients_page_table, _comp_at, _component, component_long, components,
-    context_cost, flood_gap, floors, _from_batch, host_overlap, MODEL_COLUMNS, MODEL_ORDER, model_table,
-    _of_rig, _per_seq, rig_view, _row, sampling_cost, skipped_points, step_curve, _step_interval, _steps,
-    _traced_pair)
+    context_cost, floors, _from_batch, host_overlap, _matmul_split, MODEL_COLUMNS, MODEL_ORDER, model_table,
+    _of_rig, _per_seq, _quant_mm_at, rig_view, _row, sampling_cost, skipped_points, step_curve, _step_interval,
+    _steps, _traced_pair)
 from .claims import (  # noqa: F401 (the part's names, as before the folder)
     CLAIMS, judge_clients, judge_context, judge_filter, judge_kernels, judge_state, judge_weights, TEN,
     WITHIN_20)
@@ -47,7 +48,8 @@ from .words import (  # noqa: F401 (the part's names, as before the folder)
     api_words, clients_words, dense_words, findings, mixed_missing_words, model_finding, model_words, _n,
     _polled_flood_words, sampling_words)
 from .answers import (  # noqa: F401 (the part's names, as before the folder)
-    ANSWERS_READ, _growth, nine_b_answers, open_answers, page_answers, part_answers)
+    ANSWERS_READ, flood_gap, _growth, _mixed, nine_b_answers, open_answers, page_answers, _part5_variants,
+    part_answers, per_seq_in_range, _sweep)
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=with_data_dir(page_tables), view=reading_data_dir(rig_view),
             findings=findings, claims=judged(CLAIMS), claim_ids=ids_of(CLAIMS), shows=measured_rigs,

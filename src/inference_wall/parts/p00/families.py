@@ -45,3 +45,14 @@ ATTENTION_MAIN = r"flashattnfwdsm\d+|flash_fwd_(splitkv_)?kernel|batchdecodewith
 
 
 FILTER_KERNELS = r"topk|top_k|topp|top_p|sort"  # the top-k/top-p filter's kernels (names lower-case)
+
+
+# the quantized layers' matmul kernels among the weight matmuls (a torch.compile fusion named after the op it sits
+# beside, triton_..._machete_mm_..., is not one)
+QUANT_KERNELS = r"machete|marlin|gptq|awq|exllama"
+
+
+def quant_matmul_ms(kernels: dict) -> float:
+    """The GPU milliseconds of the weight-matmul kernels that run the quantized layers (QUANT_KERNELS)."""
+    return sum(t for n, (_, t) in kernels.items() if step_family(n) == "weights (matmul)"
+               and re.search(QUANT_KERNELS, n.lower()) and not n.lower().startswith("triton"))

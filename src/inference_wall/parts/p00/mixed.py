@@ -40,7 +40,11 @@ prefill_share_ms; `non_kernel_ms_min` = chunk_step_ms - busy_per_chunk_step_ms, 
 says nothing): the least of the untraced step that is not kernel time, if its kernels ran no longer untraced than
 traced (not measured). The profiler lengthens what it records:
 `profiler_ratio` = the traced prompt's TTFT / the median untraced TTFT (`untraced_ttft_ms`) at the same length and
-budget.
+budget. `solo_chunk_step_ms`: the same point's chunk step alone (p02.chunk_step_table: the prompt alone on the idle
+server at the same budget, its TTFT over the steps the log shows carrying it; with chunking off the unchunked prefill);
+`riding_ms` = chunk_step_ms - solo_chunk_step_ms (what the decodes riding along added);
+`sum_ms` = solo_chunk_step_ms + decode_itl_ms (a chunk step alone and one decode step of the same background) and
+`step_over_sum` = chunk_step_ms / sum_ms: what carrying both in one step costs against doing each alone.
 """
 from __future__ import annotations
 
@@ -80,12 +84,14 @@ COLUMNS = (["rig", "model", "source", "config", "budget", "prompt_len", "span_ms
               "busy_per_step_ms", "busy_per_chunk_step_ms"]
            + [f"{k}_per_step_ms" for k in FAMILY_KEYS.values()]
            + ["traced_ttft_ms", "untraced_ttft_ms", "profiler_ratio", "chunk_step_ms", "prefill_ms",
-              "prefill_share_ms", "step_over_share", "non_kernel_ms_min", "decode_itl_ms", "sum_ms", "step_over_sum"])
+              "prefill_share_ms", "step_over_share", "non_kernel_ms_min", "solo_chunk_step_ms", "riding_ms", "decode_itl_ms",
+              "sum_ms", "step_over_sum"])
 
 # what the page shows (the lead picks): the window, the split per step, the untraced step against its share
 PAGE_COLUMNS = ["model", "config", "span_ms", "busy_ms", "busy_pct", "steps", "busy_per_step_ms", "busy_per_chunk_step_ms",
                 "matmul_per_step_ms", "gdn_per_step_ms", "attention_per_step_ms", "memory_per_step_ms",
-                "sampling_per_step_ms", "other_per_step_ms", "chunk_step_ms", "prefill_share_ms", "decode_itl_ms",
+                "sampling_per_step_ms", "other_per_step_ms", "chunk_step_ms", "prefill_share_ms", "solo_chunk_step_ms",
+                "decode_itl_ms",
                 "step_over_sum", "profiler_ratio"]
 
 
@@ -159,11 +165,13 @@ def _untraced(inj: pd.DataFrame, steps: pd.DataFrame, rig: str, budget: int, n: 
     if budget == p02.OFF:  # the one step that carried the whole prompt: chunk_step_table's definition
         carried = same[same["prefill_steps"] > 0]
         step = float((carried["ttft_ms"] / carried["prefill_steps"]).median()) if len(carried) else math.nan
+        solo = prefill  # alone, the whole prompt in one step
     else:
         at = steps[(steps["rig"] == rig) & (steps["budget"] == budget) & (steps["prompt_len"] == n)]
         step = float(at["mean_step_ms"].iloc[0]) if len(at) else math.nan
+        solo = float(at["solo_chunk_step_ms"].iloc[0]) if len(at) else math.nan
     return {"untraced_ttft_ms": float(same["ttft_ms"].median()) if len(same) else math.nan, "chunk_step_ms": step,
-            "prefill_ms": prefill,
+            "prefill_ms": prefill, "solo_chunk_step_ms": solo,
             "prefill_share_ms": prefill * (min(budget, n) if budget != p02.OFF else n) / n,
             "decode_itl_ms": float(same["baseline_itl_ms"].median()) if len(same) else math.nan}
 
@@ -246,7 +254,8 @@ def _row(pt, inj: pd.DataFrame, steps: pd.DataFrame) -> dict | None:
     row["profiler_ratio"] = traced_ttft / row["untraced_ttft_ms"]
     row["step_over_share"] = row["chunk_step_ms"] / row["prefill_share_ms"]
     row["non_kernel_ms_min"] = max(row["chunk_step_ms"] - row["busy_per_chunk_step_ms"], 0.0)
-    row["sum_ms"] = row["prefill_share_ms"] + row["decode_itl_ms"]
+    row["riding_ms"] = row["chunk_step_ms"] - row["solo_chunk_step_ms"]
+    row["sum_ms"] = row["solo_chunk_step_ms"] + row["decode_itl_ms"]
     row["step_over_sum"] = row["chunk_step_ms"] / row["sum_ms"]
     return row
 
@@ -320,6 +329,14 @@ def mixed_words(table: pd.DataFrame, rig: str | None = None, model: str | None =
         if gap > 0:
             s += (f": if its kernels ran no longer untraced than traced (not measured), at least {sig(gap)} ms of the "
                   "untraced step is not kernel time, for which host work between the kernels is a candidate")
+        solo = small.solo_chunk_step_ms
+        if math.isfinite(solo) and math.isfinite(small.decode_itl_ms):
+            riding = small.riding_ms
+            s += (f". Alone on the idle server at the same budget (no decodes beside it) a chunk step took {sig(solo)} ms"
+                  + (": the floor belongs to chunked prefill itself on this rig" if solo - small.prefill_share_ms
+                     > small.decode_itl_ms else "")
+                  + f", and the decodes riding along {'added' if riding >= 0 else 'took away'} {sig(abs(riding))} ms "
+                  f"against one decode step of {sig(small.decode_itl_ms)} ms")
         out.append(s + ".")
     return out[:3]
 
@@ -330,10 +347,11 @@ def models_of(table: pd.DataFrame, rig: str) -> list[str]:
 
 
 def sum_words(table: pd.DataFrame, rig: str) -> str | None:
-    """Per model of `rig`, at its smallest traced budget: the untraced step that carried a chunk against the sum of a
-    prefill-only step of the chunk's size (its share of the unchunked prefill) and a decode-only step of the same
-    background (the background's gap between tokens on the same server); None where no model has all three."""
-    parts = []
+    """Per model of `rig`, at its smallest traced budget: the untraced step that carried a chunk against the sum of the
+    same budget's chunk step alone on the idle server (solo_chunk_step_ms) and a decode-only step of the same
+    background (the background's gap between tokens on the same server), with the chunk step alone against its share
+    of the unchunked prefill (where the floor sits); None where no model has all three."""
+    parts, floors = [], []
     for model in models_of(table, rig):
         t = table[(table["rig"] == rig) & (table["model"] == model)].dropna(subset=["chunk_step_ms", "sum_ms"])
         t = t[t["budget"] != p02.OFF].sort_values("budget")
@@ -341,9 +359,18 @@ def sum_words(table: pd.DataFrame, rig: str) -> str | None:
             continue
         r = t.iloc[0]
         parts.append(f"on the {model} at budget {int(r.budget):,}, {sig(r.chunk_step_ms)} ms against "
-                     f"{sig(r.prefill_share_ms)} + {sig(r.decode_itl_ms)} = {sig(r.sum_ms)} ms ({sig(r.step_over_sum)}x)")
+                     f"{sig(r.solo_chunk_step_ms)} + {sig(r.decode_itl_ms)} = {sig(r.sum_ms)} ms ({sig(r.step_over_sum)}x)"
+                     f", the step alone {sig(r.solo_chunk_step_ms / r.prefill_share_ms)}x its "
+                     f"{sig(r.prefill_share_ms)} ms share of the unchunked prefill")
+        floors.append(r.solo_chunk_step_ms - r.prefill_share_ms > r.decode_itl_ms)
     if not parts:
         return None
-    return (f"On {rig}, a step that carried a chunk beside the background's decodes against the sum of a prefill-only "
-            "step of the chunk's size (its share of the unchunked prefill) and a decode-only step of the same background "
-            "(its gap between tokens): " + "; ".join(parts) + ".")
+    said = (f"On {rig}, a step that carried a chunk beside the background's decodes against the sum of the same "
+            "budget's chunk step alone on the idle server (the prompt's solo TTFT over the steps that carried it) and a "
+            "decode-only step of the same background (its gap between tokens): " + "; ".join(parts) + ".")
+    if all(floors):
+        said += (" The chunk step alone already sits above its share by more than a decode step: the floor belongs to "
+                 "chunked prefill itself on this rig, not to carrying decodes. What part of it the prefill kernels "
+                 "take is a candidate that needs a trace of a chunk alone (a device run): every profiler window here "
+                 "holds the background's decodes beside the chunks.")
+    return said

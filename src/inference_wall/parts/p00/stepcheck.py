@@ -24,11 +24,37 @@ from ...measure.analysis import round_sig
 # per part: (step-model variant, the part's own name for the model in its tables; part 1 has one model)
 PART_MODELS = {1: [("4b", None)], 3: [("4b", "main"), ("0.5b", "small")], 5: [("9b-fp16", "fp16"), ("9b-int4", "int4")]}
 COLUMNS = ["model", "kind", "batch", "measured", "predicted", "error_pct"]  # measured, predicted: ms
+# beside a flood's row (not shown in the table; the words split its miss): its steady window's prompt tokens per step
+# (refills' prefills riding along), and part 0's own pure-decode step at the nearest measured batch at or above the
+# window's running batch (`decode_batch`) over the model's prediction there (`decode_over_line`): the line's own miss
+EXTRA = ["prompt_per_step", "decode_batch", "decode_over_line"]
 
 
-def _models(data_dir, rig: str) -> dict | None:
-    page = predict.build(data_dir, rig)  # None where the rig has no step model of the 4B
-    return page["models"] if page else None
+def _models(data_dir, rig: str) -> tuple[dict | None, dict | None]:
+    """(the step models, part 0's view of the rig) — predict.build's, with the view kept for its measured steps."""
+    from .tables import page_tables
+    from .view import rig_view
+
+    view = rig_view(rig, page_tables(data_dir, [rig]), None, data_dir)
+    page = predict.page(view, data_dir)  # None where the rig has no step model of the 4B
+    return (page["models"] if page else None), view
+
+
+def _pure_decode(m, gpu, view: dict | None, variant: str, batch: float) -> dict:
+    """Part 0's own pure-decode step of `variant` at the smallest measured batch at or above `batch` (else the
+    largest) over the model's prediction there, at the decode points' context: how far the line itself misses."""
+    out = {"decode_batch": math.nan, "decode_over_line": math.nan}
+    if view is None or not len(view.get("curve", [])):
+        return out
+    c, _ = predict.measured_steps(view, variant)
+    pts = view["points"]
+    d = pts[(pts["variant"] == variant) & (pts["kind"] == "decode")]
+    if not len(c) or not len(d):
+        return out
+    above = [b for b in c.index if b >= batch]
+    b = min(above) if above else max(c.index)
+    out.update(decode_batch=float(b), decode_over_line=float(c[b]) / m.step(gpu, b, float(d["context"].iloc[0])))
+    return out
 
 
 def _row(variant: str, kind: str, batch: float, measured: float, predicted: float) -> dict:
@@ -42,14 +68,17 @@ def _decode_rows(m, gpu, variant: str, frame: pd.DataFrame, step_col: str, ctx: 
             for r in frame.sort_values("batch").itertuples() if r.batch == r.batch and getattr(r, step_col) > 0]
 
 
-def _flood_rows(m, gpu, variant: str, floods: pd.DataFrame, ctx: float) -> tuple[list[dict], int]:
+def _flood_rows(m, gpu, variant: str, floods: pd.DataFrame, ctx: float, view: dict | None = None
+                ) -> tuple[list[dict], int]:
     rows, none = [], 0
     for r in floods.itertuples():
         step, run = getattr(r, "steady_step_ms", math.nan), getattr(r, "steady_running_mean", math.nan)
         if not (step == step and run == run and step > 0):
             none += 1
             continue
-        rows.append(_row(variant, "flood step, steady window", run, step, m.step(gpu, run, ctx)))
+        rows.append({**_row(variant, "flood step, steady window", run, step, m.step(gpu, run, ctx)),
+                     "prompt_per_step": float(getattr(r, "steady_prompt_per_step", math.nan)),
+                     **_pure_decode(m, gpu, view, variant, run)})
     return rows, none
 
 
@@ -62,7 +91,7 @@ def _context(part, rig: str, data_dir) -> float:
     return int(p["input_len"]) + int(p["output_len"]) / 2
 
 
-def _part1_rows(models: dict, gpu, data_dir, rig: str) -> tuple[list[dict], int]:
+def _part1_rows(models: dict, gpu, data_dir, rig: str, view: dict | None) -> tuple[list[dict], int]:
     """Part 1's decode points and its flood (its tables, through its PART)."""
     from ..p01 import PART as PART1
 
@@ -73,11 +102,11 @@ def _part1_rows(models: dict, gpu, data_dir, rig: str) -> tuple[list[dict], int]
     m, t = models[variant], PART1.tables(data_dir, [rig])
     rows = _decode_rows(m, gpu, variant, t["decode"], "step_ms", ctx)
     rates = t["rates"]
-    got, none = _flood_rows(m, gpu, variant, rates[rates["offered_rate_rps"] == math.inf], ctx)
+    got, none = _flood_rows(m, gpu, variant, rates[rates["offered_rate_rps"] == math.inf], ctx, view)
     return rows + got, none
 
 
-def _part3_rows(models: dict, gpu, data_dir, rig: str) -> tuple[list[dict], int]:
+def _part3_rows(models: dict, gpu, data_dir, rig: str, view: dict | None) -> tuple[list[dict], int]:
     """Part 3's floods of each model (its tables, through its PART)."""
     from ..p03 import PART as PART3
 
@@ -87,12 +116,12 @@ def _part3_rows(models: dict, gpu, data_dir, rig: str) -> tuple[list[dict], int]
     for variant, name in PART_MODELS[3]:
         if variant in models:
             got, n = _flood_rows(models[variant], gpu, variant,
-                                 sweep[sweep["model"] == name].sort_values("max_num_seqs"), ctx)
+                                 sweep[sweep["model"] == name].sort_values("max_num_seqs"), ctx, view)
             rows, none = rows + got, none + n
     return rows, none
 
 
-def _part5_rows(models: dict, gpu, data_dir, rig: str) -> tuple[list[dict], int]:
+def _part5_rows(models: dict, gpu, data_dir, rig: str, view: dict | None) -> tuple[list[dict], int]:
     """Part 5's decode points and floods of each format (variants.point_table, the wing parts 5 and 6 share)."""
     from ..p05 import PART as PART5
     from ..variants import point_table
@@ -106,7 +135,7 @@ def _part5_rows(models: dict, gpu, data_dir, rig: str) -> tuple[list[dict], int]
         mine = pts[pts["format"] == fmt]
         rows += _decode_rows(models[variant], gpu, variant, mine[mine["kind"] == "decode"], "itl_p50_ms", ctx)
         got, n = _flood_rows(models[variant], gpu, variant,
-                             mine[mine["kind"] == "flood"].sort_values("max_num_seqs"), ctx)
+                             mine[mine["kind"] == "flood"].sort_values("max_num_seqs"), ctx, view)
         rows, none = rows + got, none + n
     return rows, none
 
@@ -123,18 +152,18 @@ def part_table(part: int | str, data_dir=None, rig: str = predict.RIG) -> tuple[
     number = part_number(part)
     if number not in PART_ROWS:
         raise ValueError(f"part {part} has no measurements the step model predicts (parts 1, 3, 5 do)")
-    empty = pd.DataFrame(columns=COLUMNS), 0
-    models = _models(data_dir, rig)
+    empty = pd.DataFrame(columns=COLUMNS + EXTRA), 0
+    models, view = _models(data_dir, rig)
     if not models:
         return empty
     gpu = predict.gpus(data_dir)[predict.H200_KEY]
-    rows, none = PART_ROWS[number](models, gpu, data_dir, rig)
-    return pd.DataFrame(rows, columns=COLUMNS), none
+    rows, none = PART_ROWS[number](models, gpu, data_dir, rig, view)
+    return pd.DataFrame(rows, columns=COLUMNS + EXTRA), none
 
 
 def shown_table(table: pd.DataFrame) -> pd.DataFrame:
     """The table as the page prints it (every row a step, in ms): three significant figures, the error whole."""
-    out = table.copy()
+    out = table[COLUMNS].copy()
     for c in ("measured", "predicted", "batch"):
         out[c] = out[c].map(round_sig)
     out["error_pct"] = out["error_pct"].round(0) + 0.0  # no "-0"
@@ -169,9 +198,17 @@ def words(table: pd.DataFrame, none: int, rig: str = predict.RIG) -> str:
     past = table[table["batch"] > hi * 1.05]
     if len(past):
         worst = past.loc[past["error_pct"].abs().idxmax()]
+        total = worst["measured"] / worst["predicted"]
         text += (f" The model reads each step's growth between its traces at batches {lo} and {hi}: past {hi} it is a "
                  f"straight line carried on, and at a running batch of {worst['batch']:,.0f} the {worst['model']}'s "
-                 f"measured step is {worst['measured'] / worst['predicted']:.2f}x its prediction.")
+                 f"measured step is {total:.2f}x its prediction.")
+        line, prompt = worst.get("decode_over_line", math.nan), worst.get("prompt_per_step", math.nan)
+        if worst["kind"] != "decode step" and pd.notna(line) and line > 0:
+            text += (f" Of that, the line's own miss: the chapter's pure decode at {worst['decode_batch']:,.0f} (no "
+                     f"prompt token in its steps) is {line:.2f}x the line there; the rest, {total / line:.2f}x, is the "
+                     "flood's own")
+            text += (f": its window's steps also carried {prompt:,.0f} prompt tokens each (refills' prefills), which "
+                     "pure decode does not, the candidate for it." if pd.notna(prompt) and prompt > 0 else ".")
     if none:
         text += f" {none} flood{'s' if none > 1 else ''} had no steady window to compare with."
     return text

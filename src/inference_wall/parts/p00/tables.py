@@ -11,7 +11,7 @@ import pandas as pd
 
 from ...records.store import load_points, open_artefact, pass_summary, read_artefact
 from ...run.sweep import PointPlan
-from .families import ATTENTION_MAIN, COMPONENTS, FILTER_KERNELS, LINEAR_KERNEL, step_family
+from .families import ATTENTION_MAIN, COMPONENTS, FILTER_KERNELS, LINEAR_KERNEL, quant_matmul_ms, step_family
 from .plan import DEFAULTS, MIXED_KINDS, NAME, plan, served_presets
 
 
@@ -26,7 +26,8 @@ def shape_bytes(preset: str, data_dir=None) -> dict:
     from ...model.modelshape import preset_decode_bytes
 
     shape = ModelShape.of(preset, data_dir)
-    return {"weights_bytes": preset_decode_bytes(preset, _fmt(preset), data_dir).total,
+    b = preset_decode_bytes(preset, _fmt(preset), data_dir)
+    return {"weights_bytes": b.total, "quantized_bytes": b.quantized, "gemm16_bytes": b.unquantized_linear + b.head,
             "state_bytes_per_seq": shape.state_bytes_per_seq, "kv_bytes_per_token": shape.kv_bytes_per_token,
             "attention_layers": shape.attention_layers, "recurrent_layers": shape.recurrent_layers}
 
@@ -149,15 +150,18 @@ def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
                 for n, (_, ms) in kernels.items():
                     fams[step_family(n)] = fams.get(step_family(n), 0.0) + ms
                 topk = sum(t for n, (_, t) in kernels.items() if re.search(FILTER_KERNELS, n.lower()))
+                quant = quant_matmul_ms(kernels)
                 for fam in COMPONENTS[:-1]:
                     rows.append({"rig": pt.rig, "point": pt.name, "variant": pt.params["variant"],
                                  "batch": int(pt.params["batch"]), "device": sm.get("device"), "family": fam,
                                  "ms_per_step": fams.get(fam, 0.0) / steps if steps else math.nan,
                                  "steps": steps, "mixed": mixed, "busy_ms_per_step": sm["busy_ms"] / steps if steps else math.nan,
                                  "span_ms_per_step": sm["span_ms"] / steps if steps else math.nan,
-                                 "filter_ms_per_step": topk / steps if steps else math.nan})
+                                 "filter_ms_per_step": topk / steps if steps else math.nan,
+                                 "quant_mm_ms_per_step": quant / steps if steps else math.nan})
     return pd.DataFrame(rows, columns=["rig", "point", "variant", "batch", "device", "family", "ms_per_step", "steps",
-                                       "mixed", "busy_ms_per_step", "span_ms_per_step", "filter_ms_per_step"])
+                                       "mixed", "busy_ms_per_step", "span_ms_per_step", "filter_ms_per_step",
+                                       "quant_mm_ms_per_step"])
 
 
 # ---------------------------------------------------------------------------------------------

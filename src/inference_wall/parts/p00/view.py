@@ -239,6 +239,16 @@ def _from_batch(curve: pd.DataFrame, variant: str, upto: int = 64, least: int = 
     return max(have) if have else None
 
 
+def _quant_mm_at(view: dict, variant: str, batch: int) -> float:
+    """The quantized layers' matmul kernels' GPU milliseconds per step in the variant's trace at `batch` (0 where the
+    trace has none, NaN where there is no such trace)."""
+    tr = view.get("traces")
+    if tr is None or not len(tr) or "quant_mm_ms_per_step" not in tr:
+        return math.nan
+    at = tr[(tr["variant"] == variant) & (tr["batch"] == batch) & ~tr["mixed"]]
+    return float(at["quant_mm_ms_per_step"].iloc[0]) if len(at) else math.nan
+
+
 def model_table(view: dict) -> pd.DataFrame:
     """One row per model served with async scheduling (variants without a `base`): the single stream's step against
     its weight floor (the language model's bytes over the measured bandwidth), what the trace splits it into (the
@@ -265,6 +275,7 @@ def model_table(view: dict) -> pd.DataFrame:
                      "matmul_b1_ms": mm,
                      "matmul_gb_s": f.get("weights_bytes", math.nan) / 1e9 / (mm / 1000) if mm == mm and mm else math.nan,
                      "matmul_pct_bw": 100 * f["weights_ms"] / mm if mm == mm and mm and f.get("weights_ms") else math.nan,
+                     **_matmul_split(f, mm, _quant_mm_at(view, v, 1)),
                      "other_kernels_b1_ms": k1 - mm, "idle_b1_ms": s1 - k1,
                      "step_b256_ms": s256, "kernels_b256_ms": k256,
                      "idle_b256_pct": 100 * (s256 - k256) / s256 if s256 == s256 and s256 else math.nan,
@@ -274,6 +285,21 @@ def model_table(view: dict) -> pd.DataFrame:
                      "state_mb_per_seq": f.get("state_bytes_per_seq", math.nan) / 1e6,
                      "linear_kernel": str(kern.iloc[0]) if len(kern) else ""})
     return pd.DataFrame(rows)
+
+
+def _matmul_split(f: dict, matmul_ms: float, quant_ms: float) -> dict:
+    """The weight matmuls at batch 1 split by kernel: the quantized layers' kernels (`quant_mm_b1_ms`) reading the
+    quantized weights, and the 16-bit GEMMs (`gemm16_b1_ms`: the output head and any layer left in 16 bits) reading
+    theirs, each with its read rate (% of the measured bandwidth). NaN where the model has no quantized layer."""
+    bw = f.get("bandwidth_gb_s", math.nan)
+    out = dict.fromkeys(["quant_mm_b1_ms", "quant_mm_pct_bw", "gemm16_b1_ms", "gemm16_pct_bw"], math.nan)
+    if not f.get("quantized_bytes") or not known_number(quant_ms) or not quant_ms or not known_number(bw):
+        return out
+    gemm16 = matmul_ms - quant_ms
+    out.update(quant_mm_b1_ms=quant_ms, quant_mm_pct_bw=100 * f["quantized_bytes"] / (bw * 1e9) * 1000 / quant_ms,
+               gemm16_b1_ms=gemm16,
+               gemm16_pct_bw=100 * f["gemm16_bytes"] / (bw * 1e9) * 1000 / gemm16 if gemm16 > 0 else math.nan)
+    return out
 
 
 MODEL_COLUMNS = {"model": "model", "weights_gb": "weights a step reads (GB)", "floor_ms": "weight floor (ms)",
@@ -333,28 +359,6 @@ def component_long(view: dict) -> pd.DataFrame:
                 continue
             rows.append({"batch": str(int(d["batch"])), "component": name, "ms": max(float(ms), 0.0),
                          "share_pct": 100 * max(float(ms), 0.0) / d["step_ms"], "order": i})
-    return pd.DataFrame(rows)
-
-
-def flood_gap(view: dict, part3: pd.DataFrame) -> pd.DataFrame:
-    """Part 3's floods of the same rig and model (the client's whole-pass output) beside the pure-decode output at
-    the same batch: where the floods lose throughput past 256, the decode step does or does not."""
-    if part3 is None or not len(part3) or "variant" not in view["curve"]:  # no decode point here (a partial run)
-        return pd.DataFrame()
-    f = part3[(part3["rig"] == view["rig"]) & (part3["model"] == "main")]
-    mc = view["curve"][view["curve"]["variant"] == view["main"]].set_index("batch")
-    rows = []
-    for r in f.itertuples():
-        b = int(r.max_num_seqs)
-        if b not in mc.index:  # a cap this chapter did not decode at
-            continue
-        row = {"batch": b, "flood_tok_s": r.output_tok_s, "decode_tok_s": mc.loc[b, "tok_s"],
-               "flood_over_decode": r.output_tok_s / mc.loc[b, "tok_s"],
-               "flood_itl_ms": r.itl_p50_ms, "decode_step_ms": mc.loc[b, "step_ms"]}
-        for k in ("phase_active_tok_s", "phase_mixed_share", "phase_mixed_step_ms", "phase_mixed_prompt_per_step",
-                  "phase_stalled_s", "phase_active_s"):  # the flood's polled counters (p03.sweep_table), NaN unpolled
-            row[k] = getattr(r, k, math.nan)
-        rows.append(row)
     return pd.DataFrame(rows)
 
 

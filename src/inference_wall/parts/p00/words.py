@@ -45,9 +45,12 @@ def model_words(view: dict) -> list[str]:
                    f"({_n(r.step_b1_ms)} against {_n(r.floor_ms)}{' ms' if k == 0 else ''})" for k, r in enumerate(rs)]
         rates = [f"{_n(r.matmul_pct_bw, 2)}%" for r in rs]
         kernels = [f"the {r.model}'s through vLLM's {r.linear_kernel}" for r in rs if r.linear_kernel]
+        split = [f"the {r.model}'s 4-bit layers' kernels alone at {_n(r.quant_mm_pct_bw, 2)}% and its 16-bit GEMMs "
+                 f"(the output head among them) at {_n(r.gemm16_pct_bw, 2)}%" for r in rs if known_number(r.quant_mm_pct_bw)]
         out.append("A single stream steps at " + join_and(floors_) + "; the weight matmuls read the weights at "
                    + join_and(rates) + " of the measured bandwidth, in that order"
-                   + (f" ({join_and(kernels)}, as its start logged)" if kernels else "") + ".")
+                   + (f" ({join_and(kernels)}, as its start logged)" if kernels else "")
+                   + (f"; by kernel, {join_and(split)}" if split else "") + ".")
     idle = t.dropna(subset=["idle_b256_pct"])
     if len(idle):
         out.append("At 256 sequences the GPU is idle for " + ", ".join(
@@ -139,7 +142,12 @@ def model_finding(view: dict) -> str | None:
     if {"4b", "9b-fp16"} <= set(t.index) and known_number(t.loc["9b-fp16", "per_seq_to_256_us"]):
         a, b = t.loc["4b", "per_seq_to_256_us"], t.loc["9b-fp16", "per_seq_to_256_us"]
         parts.append(f"the 9B in fp16 costs {_n(b)} us per added sequence up to 256 against the 4B's {_n(a)}")
-    if {"9b-fp16", "9b-int4"} <= set(t.index) and known_number(t.loc["9b-int4", "matmul_pct_bw"]):
+    if {"9b-fp16", "9b-int4"} <= set(t.index) and known_number(t.loc["9b-int4", "quant_mm_pct_bw"]):
+        parts.append(f"the 4-bit 9B's quantized matmul kernels read their weights at "
+                     f"{_n(t.loc['9b-int4', 'quant_mm_pct_bw'], 2)}% of the bandwidth (its 16-bit GEMMs, the output "
+                     f"head among them, at {_n(t.loc['9b-int4', 'gemm16_pct_bw'], 2)}%), the fp16 9B's matmuls at "
+                     f"{_n(t.loc['9b-fp16', 'matmul_pct_bw'], 2)}%")
+    elif {"9b-fp16", "9b-int4"} <= set(t.index) and known_number(t.loc["9b-int4", "matmul_pct_bw"]):
         parts.append(f"the 4-bit 9B's weight matmuls read at {_n(t.loc['9b-int4', 'matmul_pct_bw'], 2)}% of the "
                      f"bandwidth, the fp16 9B's at {_n(t.loc['9b-fp16', 'matmul_pct_bw'], 2)}%")
     if DENSE in t.index and known_number(t.loc[DENSE, "idle_b256_pct"]):

@@ -229,7 +229,10 @@ def step_fit_rows(views: dict[str, dict], max_num_seqs: int) -> tuple[pd.DataFra
             cross.append({"rig": r, "crossover": v["crossover"]})
             if dec is not None and len(dec):
                 pts += [{"rig": r, "batch": b, "step_ms": s} for b, s in zip(dec["batch"], dec["step_ms"])]
-    return pd.DataFrame(pts), fits, tops, pd.DataFrame(cross)
+    # named columns even when empty: a rig with no decode point yet (a first run of `--points single`) beside the
+    # published fit, which has none, gave frames with no "rig" column and the page failed in run mode (KeyError)
+    return (pd.DataFrame(pts, columns=["rig", "batch", "step_ms"]), fits, tops,
+            pd.DataFrame(cross, columns=["rig", "crossover"]))
 
 
 def step_fit_table(views: dict[str, dict]) -> pd.DataFrame:

@@ -106,6 +106,7 @@ def point_injections(pt) -> pd.DataFrame:
                "solo_ttft_max_ms": max(solo_ttft) if solo_ttft else math.nan,
                "solo_step_ms": float(np.median([steps.iloc[r]["elapsed_ms"].sum() for r in solo_runs]))
                if solo_runs else math.nan,
+               "solo_prefill_steps": float(np.median([len(r) for r in solo_runs])) if solo_runs else math.nan,
                "decode_step_ms": freeze.decode_step_ms(bench_steps), **f.as_dict(),
                **freeze.step_summary(steps, measured_runs[k] if k < len(measured_runs) else [])}
         rows.append(row)
@@ -114,7 +115,7 @@ def point_injections(pt) -> pd.DataFrame:
 
 INJECTION_COLUMNS = ["rig", "point", "budget", "prompt_len", "injection", "ttft_ms", "baseline_itl_ms", "solo_ttft_ms",
                      "solo_ttft_min_ms", "solo_ttft_max_ms",
-                     "solo_step_ms", "decode_step_ms", "streams", "freeze_ms", "freeze_max_ms", "lost_ms",
+                     "solo_step_ms", "solo_prefill_steps", "decode_step_ms", "streams", "freeze_ms", "freeze_max_ms", "lost_ms",
                      "prefill_steps", "max_step_ms", "sum_step_ms", "chunk_tokens_max", "gen_reqs_beside"]
 
 

@@ -135,7 +135,10 @@ def clock_note(clocks: pd.DataFrame) -> str:
 
 
 def chunk_step_note(steps: pd.DataFrame, injections: pd.DataFrame) -> str:
-    """Per rig, at its comparable length: the mean chunk step per budget against its share of the unchunked prefill."""
+    """Per rig, at its comparable length: the mean chunk step per budget against its share of the unchunked prefill;
+    at the smallest budget, where the point also timed the prompt alone (its solo chunk step), whether the floor is
+    chunked prefill's own (the solo step far above its share) or the decodes' riding along (the step beside them less
+    the solo one, against one decode step)."""
     lines = []
     for rig, t in steps.groupby("rig", sort=True):
         n = comparable_length(injections, rig)
@@ -146,13 +149,31 @@ def chunk_step_note(steps: pd.DataFrame, injections: pd.DataFrame) -> str:
                          f"of {fmt_num(r.share_ms)} ms" for r in at.itertuples())
         small = at.iloc[0]
         base = float(injections[injections["rig"] == rig]["baseline_itl_ms"].median())
-        lines.append(f"On {rig}, the {n:,}-token prompt: {said}. At budget {int(small.budget):,} a step that carried a "
-                     f"chunk cost {fmt_num(small.extra_ms)} ms more than its share of the prefill, "
-                     f"{small.extra_ms / base:.1f}x the background's ordinary gap between tokens ({fmt_num(base)} ms)"
-                     + (": most of such a step is not its share of the prompt, so a smaller budget no longer shrinks "
-                        "the freeze much, and the long prompt's TTFT grows with the number of steps."
-                        if small.extra_ms > small.share_ms else
-                        ": a chunk step costs about its share of the prompt, so the freeze shrinks with the budget."))
+        line = (f"On {rig}, the {n:,}-token prompt: {said}. At budget {int(small.budget):,} a step that carried a "
+                f"chunk cost {fmt_num(small.extra_ms)} ms more than its share of the prefill")
+        solo = small.get("solo_chunk_step_ms", float("nan"))
+        known = pd.notna(solo) and solo > 0
+        if known:
+            riding = float(small.riding_ms)
+            line += (f". Alone on the idle server at the same budget a chunk step took {fmt_num(solo)} ms (the "
+                     f"prompt's solo TTFT over the {small.solo_steps:.0f} steps that carried it), "
+                     f"{fmt_num(solo / small.share_ms)}x its share")
+            if solo - small.share_ms > base:
+                line += ": the floor belongs to chunked prefill itself on this rig, not to the decodes beside it"
+            line += (f"; beside the background's decodes the step took {fmt_num(abs(riding))} ms "
+                     f"{'more' if riding >= 0 else 'less'} than alone ({small.steps:.0f} steps there), against one "
+                     f"decode step of {fmt_num(base)} ms (the background's ordinary gap between tokens)")
+        else:
+            line += f", {small.extra_ms / base:.1f}x the background's ordinary gap between tokens ({fmt_num(base)} ms)"
+        said = ("most of such a step is not its share of the prompt, so a smaller budget no longer shrinks the freeze "
+                "much, and the long prompt's TTFT grows with the number of steps." if small.extra_ms > small.share_ms
+                else "a chunk step costs about its share of the prompt, so the freeze shrinks with the budget.")
+        line += (". " + said[0].upper() + said[1:]) if known else (": " + said)
+        if known:
+            line += (" What part of the solo chunk step the recurrent-state (Gated DeltaNet) prefill kernels take is a "
+                     "candidate that needs a trace of a chunk alone (a device run): the profiler windows here hold the "
+                     "background's decodes beside every chunk.")
+        lines.append(line)
     return " ".join(lines)
 
 
