@@ -1,10 +1,10 @@
 """Freeze the step model's prediction for a GPU before that GPU is measured: data/predictions/<gpu>.csv.
 
-    .venv/bin/python scripts/freeze-prediction.py h100-sxm            # the model of parts/predict.py
-    .venv/bin/python scripts/freeze-prediction.py h100-sxm refit      # parts/refit.py: <gpu>-refit.csv, each row
+    .venv/bin/python scripts/freeze-prediction.py h100-sxm            # the model of parts/p00/predict.py
+    .venv/bin/python scripts/freeze-prediction.py h100-sxm refit      # parts/p00/refit.py: <gpu>-refit.csv, each row
                                                                       # naming the run that will measure it
 
-Writes what parts/predict.prediction_rows says today for the datasheet row <gpu> (every series model that fits),
+Writes what parts/p00/predict.prediction_rows says today for the datasheet row <gpu> (every series model that fits),
 each row naming the commit whose code and h200 runs made it (`model_commit`, `model_commit_time`), and adds a line to
 data/predictions/SOURCES.md. Refuses when the file exists (a frozen prediction is never remade: a later model's
 prediction is shown beside it under its own name) and when src/ or data/ differ from that commit (the commit named
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from inference_wall.parts import predict
+from inference_wall.parts.p00 import predict
 from inference_wall.schema import DATA_DIR, REPO
 
 
@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         return 2
     commit, when = git("rev-parse", "HEAD"), int(git("show", "-s", "--format=%ct", "HEAD"))
     if model == "refit":
-        from inference_wall.parts import refit
+        from inference_wall.parts.p00 import refit
 
         rows = refit.prediction_rows(key)
     else:
@@ -50,8 +50,8 @@ def main(argv: list[str]) -> int:
     rows["model_commit"], rows["model_commit_time"] = commit, when
     folder.mkdir(parents=True, exist_ok=True)
     rows.to_csv(out, index=False, float_format="%.6g")
-    source = ("parts/refit.py over that commit's measured GPUs' runs; each row names the run that will measure it"
-              if model == "refit" else "parts/predict.py over that commit's h200 runs")
+    source = ("parts/p00/refit.py over that commit's measured GPUs' runs; each row names the run that will measure it"
+              if model == "refit" else "parts/p00/predict.py over that commit's h200 runs")
     line = (f"- `{out.name}`: frozen {time.strftime('%Y-%m-%d', time.gmtime())} by `scripts/freeze-prediction.py "
             f"{' '.join(argv)}` from the model of commit {commit[:12]} ({source}) and the {key} datasheet row; "
             f"{len(rows)} rows. Never edited: a later model's prediction is shown beside it under its own name.\n")

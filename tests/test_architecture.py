@@ -95,8 +95,8 @@ def test_the_model_s_arithmetic_reads_no_runs():
 
 def test_the_graph_sees_lazy_and_package_imports():
     edges = graph()
-    assert "inference_wall.model.pools" in edges["inference_wall.parts"]  # a function's `from ..model.pools import`
-    assert "inference_wall.parts.p02" in edges["inference_wall.parts.mixedsteps"]  # `from . import p02`
+    assert "inference_wall.model.pools" in edges["inference_wall.parts.protocol"]  # a function's `from ..model.pools import`
+    assert "inference_wall.parts.p02" in edges["inference_wall.parts.p00.mixed"]  # `from .. import p02`
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,9 +104,9 @@ def test_the_graph_sees_lazy_and_package_imports():
 # ---------------------------------------------------------------------------------------------
 PARTS_DIR = PACKAGE / "parts"
 JOB_FILES = {"__init__.py", "plan.py", "tables.py", "view.py", "claims.py", "words.py"}
-FOLDERS = ["p06", "p05", "p04", "p03", "p02", "p01"]  # the parts moved into folders so far (issue 44: part 6 first, part 0 last)
+FOLDERS = ["p06", "p05", "p04", "p03", "p02", "p01", "p00"]  # every part is a folder (issue 44)
 MAX_LINES = 400
-NOT_YET_SPLIT = {"p00.py", "predict.py", "refit.py"}  # part 0 over MAX_LINES, to move into its folder
+NOT_YET_SPLIT: set[str] = set()  # every file of parts/ is within MAX_LINES
 
 
 @pytest.mark.parametrize("part", FOLDERS)
@@ -149,14 +149,41 @@ def crossings(text: str, name: str, package: bool = False) -> list[str]:
     return out
 
 
+# What part 0 still borrows from part 2 besides its PART (issue 44, left): part 2's per-point injection measurement
+# (point_injections, injections_of, chunk_step_table, config_label) applied to part 0's own mixed sessions, and its
+# roofline table; part 2's page is being edited for issue 40, so they move to a wing of their own after it. This list
+# may only shrink: an entry no longer found fails too.
+BORROWED = {"p00/mixed.py": ["inference_wall.parts.p02"], "p00/stepinputs.py": ["inference_wall.parts.p02"]}
+
+
 @pytest.mark.parametrize("part", FOLDERS)
 def test_a_part_imports_no_other_part_s_module_only_its_part(part):
     found = {}
     for path in sorted((PARTS_DIR / part).glob("*.py")):
         crossed = crossings(path.read_text(), module_name(path), path.name == "__init__.py")
         if crossed:
-            found[path.name] = crossed
-    assert not found, found
+            found[f"{part}/{path.name}"] = sorted(set(crossed))
+    assert found == {k: v for k, v in BORROWED.items() if k.startswith(f"{part}/")}
+
+
+REGISTRY = {PARTS_DIR / "__init__.py", PARTS_DIR / "registry.py"}  # the registry (MODULES) and the runner over it
+
+
+@pytest.mark.parametrize("wing", sorted(p.name for p in PARTS_DIR.glob("*.py") if p not in REGISTRY))
+def test_a_wing_of_parts_imports_no_part(wing):
+    """protocol.py, variants.py, cliffs.py, runrequest.py, parameterkinds.py: what the parts share imports none of
+    them (not even their PART): the registry alone lists the parts."""
+    path = PARTS_DIR / wing
+    assert not {m for m in imports_of(module_name(path), path) if _part_of(m)}
+
+
+def test_parts_has_no_import_circle():
+    """No module of parts/ reaches itself through the import graph (lazy imports included): a part's module that
+    needs the registry (parts.parameters, parts.plan, parts.page_rigs) reads the protocol's registry-free
+    functions instead (protocol.parameters_for, pools_for, page_rigs, rig_parameters)."""
+    edges = graph()
+    inside = {m for m in edges if m == "inference_wall.parts" or m.startswith("inference_wall.parts.")}
+    assert circles(inside, edges) == []
 
 
 def test_the_crossing_rule_sees_a_crossing():
@@ -179,6 +206,14 @@ def test_a_notebook_reads_the_page_s_findings_and_calls_part_closing(page):
     calls no part's key_findings or closing_note of its own."""
     text = (BOOK / page).read_text()
     assert "key_findings(" not in text and "closing_note(" not in text
+
+
+@pytest.mark.parametrize("page", sorted(p.relative_to(BOOK).as_posix() for p in (BOOK / "notebooks").glob("0[1-6]-*.md")))
+def test_another_part_s_page_gets_part_0_s_answers_through_the_protocol(page):
+    """Parts 1-6's notebooks call none of part 0's modules (its answers, its step model against their
+    measurements): parts.answers gathers them through every part's PART (Part.answers)."""
+    text = (BOOK / page).read_text()
+    assert "parts.p00" not in text and "import p00" not in text and "stepcheck" not in text
 
 
 def test_the_glance_page_is_one_loop_over_the_parts_pages():

@@ -118,12 +118,12 @@ def _reproduce_with_a_fake_kernel(monkeypatch, report, argv) -> tuple[int, list]
 def test_reproduce_exits_3_when_points_are_left_for_a_later_run(linked_data, tmp_path, monkeypatch, capsys):
     """The sweep's report comes back from the notebook's kernel (a file beside the executed notebook): the CLI's
     summary and exit status are the sweep's own, not a plan made again from disk."""
-    from inference_wall import parts
+    from inference_wall.parts import registry
     from inference_wall.run.sweep import SweepReport
 
     built = []
-    plan = parts._plan
-    monkeypatch.setattr(parts, "_plan", lambda *a, **k: built.append(1) or plan(*a, **k))
+    plan = registry._plan
+    monkeypatch.setattr(registry, "_plan", lambda *a, **k: built.append(1) or plan(*a, **k))
     argv = ["--part", "3", "--rig", "cpu-tiny", "--data-dir", str(linked_data), "--set", "caps=[1,4]",
             "--output", str(tmp_path / "out.ipynb")]
     rc, handed = _reproduce_with_a_fake_kernel(monkeypatch, SweepReport(done=["mns-001"], pending=["mns-004"]), argv)

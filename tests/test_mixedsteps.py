@@ -8,7 +8,7 @@ import re
 import pandas as pd
 import pytest
 
-from inference_wall.parts import mixedsteps as ms
+from inference_wall.parts.p00 import mixed as ms
 from inference_wall.run import trace
 from inference_wall.parts import p00, p02
 

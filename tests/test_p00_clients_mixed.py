@@ -9,7 +9,7 @@ import sys
 import pandas as pd
 import pytest
 
-from inference_wall.parts import mixedsteps as ms
+from inference_wall.parts.p00 import mixed as ms
 from inference_wall.run.bench import CLIENT_SEED_STRIDE, PassSpec, Workload, client_file, client_specs
 from inference_wall.measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED
 from inference_wall.errors import UserError

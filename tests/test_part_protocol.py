@@ -71,7 +71,8 @@ def test_gpus_needed_of_part_6_and_of_one_part_without():
     assert parts.protocol_of(1).gpus_needed(parts.parameters(1, "h200")) == 1
 
 
-@pytest.mark.parametrize("path", ["src/inference_wall/parts/__init__.py", "src/inference_wall/cli.py"])
+@pytest.mark.parametrize("path", ["src/inference_wall/parts/__init__.py", "src/inference_wall/parts/registry.py",
+                                  "src/inference_wall/cli.py"])
 def test_the_runner_probes_no_part(path):
     text = (ROOT / path).read_text()
     assert "hasattr(mod" not in text and "inspect.signature" not in text
@@ -224,3 +225,46 @@ def test_part_5s_page_is_its_per_part_calls():
     assert page.findings == {rig: [p05.findings(v)] for rig, v in views.items()}
     pd.testing.assert_frame_equal(page.claims, evaluate(p05.CLAIMS, views))
     assert p05.PART.closing(page.views, None) == p05.closing_note(views, None)
+
+
+# The optional job: what one part's runs say on another part's page (Part.answers), gathered by the asking page
+# through every part's PART (parts.answers -> protocol.answers_for), so neither part imports the other's modules.
+ANSWERS_PARAMETERS = ["asking", "data_dir", "shown"]
+
+
+@pytest.mark.parametrize("n", NUMBERS)
+def test_a_part_s_answers_job_has_the_protocols_signature(n):
+    import inspect
+
+    job = parts.protocol_of(n).answers
+    if job is None:
+        return
+    assert list(inspect.signature(job).parameters)[:3] == ANSWERS_PARAMETERS
+
+
+def test_part_0_answers_parts_1_2_3_and_5_and_no_part_answers_itself():
+    assert parts.protocol_of(0).answers is not None
+    told = parts.answers(2, DATA, _rigs(2))
+    assert isinstance(told, protocol.Answers) and told.checks == []  # the step model predicts no part-2 measurement
+    for n in (1, 3, 5):
+        got = parts.answers(n, DATA, _rigs(n, published=n != 5))
+        assert all(isinstance(p, str) and "(part " not in p.split("**")[1] for p in got.paragraphs if p.startswith("**"))
+        assert all(len(c) == 3 for c in got.checks)
+
+
+def test_answers_for_asks_each_answering_part_once_in_order_and_skips_those_without():
+    calls = []
+
+    def answering(tag):
+        def job(asking, data_dir, shown):
+            calls.append((tag, asking, tuple(shown)))
+            return protocol.Answers([f"{tag} on {asking}"], [(shown[0], pd.DataFrame(), tag)])
+        return job
+
+    base = parts.protocol_of(4)
+    a = dataclasses.replace(base, answers=answering("a"))
+    b = dataclasses.replace(base, answers=answering("b"))
+    told = protocol.answers_for("03-batching-cliff", [a, base, b], None, ["h200"])
+    assert told.paragraphs == ["a on 03-batching-cliff", "b on 03-batching-cliff"]
+    assert [c[2] for c in told.checks] == ["a", "b"]
+    assert calls == [("a", "03-batching-cliff", ("h200",)), ("b", "03-batching-cliff", ("h200",))]

@@ -11,7 +11,7 @@ import math
 import pandas as pd
 import pytest
 
-from inference_wall.parts import predict
+from inference_wall.parts.p00 import predict
 from inference_wall.errors import UserError
 from inference_wall.parts import p00
 from inference_wall.records.reference import DEFAULT_DATA_DIR, gpu_datasheets, load_reference, reference_fact
@@ -107,7 +107,9 @@ def test_the_admission_limit_counts_pages_like_the_published_pool(result):
 
 
 def test_published_values_are_read_not_typed(view, monkeypatch):
-    real = predict.load_reference
+    from inference_wall.parts.p00 import othergpus, predictwords, stepinputs, stepmodel
+
+    real = othergpus.load_reference
     base = predict.page(view)["a10g"].set_index("quantity")
 
     def doubled(part, data_dir=None):
@@ -118,7 +120,9 @@ def test_published_values_are_read_not_typed(view, monkeypatch):
             frames["step_time_fit"]["slope_ms_per_seq"] *= 2
         return frames
 
-    monkeypatch.setattr(predict, "load_reference", doubled)
+    for module in (stepmodel, stepinputs, othergpus, predictwords):  # predict's modules that read the reference
+        if hasattr(module, "load_reference"):
+            monkeypatch.setattr(module, "load_reference", doubled)
     after = predict.page(view)["a10g"].set_index("quantity")
     for q in ("serving ceiling, flood at cap 256 (tok/s)", "step fit: per sequence (ms)"):
         assert after.loc[q, "published"] == pytest.approx(2 * base.loc[q, "published"])

@@ -3,7 +3,7 @@ measured, written once by scripts/freeze-prediction.py."""
 import pytest
 
 from inference_wall.errors import UserError
-from inference_wall.parts import predict
+from inference_wall.parts.p00 import predict
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,8 @@ def h200_as_if_frozen(tmp_path_factory):
 
 
 def test_the_validation_joins_each_measured_quantity_to_its_frozen_row(h200_as_if_frozen):
-    from inference_wall.parts import p00, validation
+    from inference_wall.parts import p00
+    from inference_wall.parts.p00 import validation
 
     tmp, rows = h200_as_if_frozen
     val = validation.table("h200", tmp)
@@ -138,7 +139,7 @@ def test_the_validation_joins_each_measured_quantity_to_its_frozen_row(h200_as_i
 
 
 def test_a_rig_without_a_frozen_prediction_has_no_validation_rows():
-    from inference_wall.parts import validation
+    from inference_wall.parts.p00 import validation
 
     assert validation.table("h200").empty and validation.table("cpu-tiny").empty
 
@@ -146,7 +147,7 @@ def test_a_rig_without_a_frozen_prediction_has_no_validation_rows():
 def test_todays_model_is_a_column_of_its_own_beside_the_frozen_one(h200_as_if_frozen):
     """The frozen numbers are shown as written; where today's model says otherwise (here the file is edited to
     differ), its prediction is a second, named column, never in place of the frozen one."""
-    from inference_wall.parts import validation
+    from inference_wall.parts.p00 import validation
 
     tmp, rows = h200_as_if_frozen
     val = validation.table("h200", tmp, today=True)
@@ -164,11 +165,11 @@ def test_todays_model_is_a_column_of_its_own_beside_the_frozen_one(h200_as_if_fr
         rows.assign(model_commit="0" * 40, model_commit_time=0).to_csv(path, index=False)
 
 
-# --- the refit (parts/refit.py) ---------------------------------------------------------------------------------
+# --- the refit (parts/p00/refit.py) -------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def measured():
-    from inference_wall.parts import refit
+    from inference_wall.parts.p00 import refit
 
     return refit.measured_gpus()
 
@@ -176,7 +177,7 @@ def measured():
 def test_the_refit_reads_each_part_of_a_step_from_the_fit_gpus_traces(measured):
     """A step the refit predicts for the fit GPU itself, at a traced batch, is that GPU's measured step (every part
     scaled by 1, the wait its own idle): the parts add up to the step by construction, on the raw traces."""
-    from inference_wall.parts import refit
+    from inference_wall.parts.p00 import refit
 
     tf = {k: g.tflops for k, g in predict.gpus().items()}
     res, _ = refit.resources_from({r: m["fit"] for r, m in measured.items()}, tf)
@@ -188,7 +189,7 @@ def test_the_refit_reads_each_part_of_a_step_from_the_fit_gpus_traces(measured):
 
 
 def test_a_bandwidth_part_scales_with_the_copy_and_the_wait_shrinks_where_the_fit_gpu_waited_on_its_host(measured):
-    from inference_wall.parts import refit
+    from inference_wall.parts.p00 import refit
 
     f = next(iter(measured.values()))["fit"]
     res = {n: ("bandwidth" if n.startswith("weights") else "not bandwidth") for n in f.parts(1)}
@@ -242,12 +243,12 @@ def test_the_leave_one_gpu_out_table_recomputes_from_the_raw_runs(measured):
     and where the target is the h100 the frozen model's error from data/predictions/h100-sxm.csv's own row."""
     import csv
 
-    from inference_wall.parts import refit
+    from inference_wall.parts.p00 import refitloo
     from inference_wall.records.store import REPO
 
     if len(measured) < 2:
         pytest.skip("one measured GPU: nothing to leave out")
-    t = refit.loo_table()
+    t = refitloo.loo_table()
     rigs = list(measured)
     frozen = {int(r["batch"]): float(r["predicted"])
               for r in csv.DictReader(open(REPO / "data" / "predictions" / "h100-sxm.csv"))

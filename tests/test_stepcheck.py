@@ -8,7 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from inference_wall.parts import p01, p03, predict, stepcheck
+from inference_wall.parts import p01, p03
+from inference_wall.parts.p00 import predict, stepcheck
 
 RIG = "h200"
 

@@ -55,7 +55,8 @@ def test_the_pages_formatters_are_the_words_module_s():
     from inference_wall.figures import format_number
     from inference_wall.measure import analysis, claims
     from inference_wall.pages import glance
-    from inference_wall.parts import mixedsteps, p00, p01, p02, p03, p04, predict, variants
+    from inference_wall.parts import p00, p01, p02, p03, p04, variants
+    from inference_wall.parts.p00 import mixed as mixedsteps, predict
 
     assert claims.fmt_num is words.number and p01.fmt is words.number and p02._fmt is words.number
     assert glance._sig is words.number and p00._n is words.number and variants.num is words.number

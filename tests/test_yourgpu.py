@@ -9,7 +9,7 @@ from urllib.parse import urljoin
 import pytest
 
 from inference_wall.pages import yourgpu
-from inference_wall.parts import predict, refit
+from inference_wall.parts.p00 import predict, refit
 from test_site import base_url, site  # noqa: F401 (the built site, served on loopback)
 
 

@@ -22,6 +22,14 @@ PARTS = {
 
 PUBLISHED_RIG = "a10g-published"
 
+
+def part_number(part: int | str) -> int:
+    """A part's number, from its number or its folder name (PARTS)."""
+    return part if isinstance(part, int) else next(n for n, name in PARTS.items() if name == part)
+
+
+PUBLISHED_PRESET = "qwen3.5-4b"  # the posts' model, whose shapes data/models holds
+
 # Part 1, table 1: the rate sweep (one row per offered rate; inf = flood).
 RATE_SWEEP_COLUMNS = [
     "rig",

@@ -93,3 +93,18 @@ def _logged_block_size(runs: Path, preset: str) -> int | None:
             if block:
                 return block
     return None
+
+
+def published_pool(preset: str, data_dir: Path | None = None) -> KVPool:
+    """The A10G's KV pool from the post's own log line ('Maximum concurrency for 2,048 tokens per request:
+    83.7x'), with the attention page vLLM gives `preset` (the posts' model: analysis.hybrid_block_size, 528 tokens).
+    Part 1's memory table and part 0's A10G prediction read it."""
+    from ..records.reference import load_reference
+    from .kvcache import pool_from_concurrency
+
+    mem = load_reference(1, data_dir)["memory_report"].iloc[0]
+    shape = ModelShape.of(preset, data_dir)
+    printed = f"{mem['max_concurrency_x']:g}"
+    digits = len(printed.split(".")[1]) if "." in printed else 0
+    return pool_from_concurrency(float(mem["max_concurrency_x"]), int(mem["max_concurrency_tokens_per_request"]),
+                                 shape.hybrid_block_size, shape.layout, digits=digits)

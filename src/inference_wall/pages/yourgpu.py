@@ -5,11 +5,11 @@ errors the model made where it was tested.
 
 Everything the page needs travels in one JSON payload (`payload`); `_static/iw-yourgpu.js` computes in the reader's
 browser exactly what `predict` computes here (the same rule, step for step: tests/test_yourgpu.py compares both on
-every datasheet GPU), so the view works offline and its numbers are the table's. The model is parts/refit.py's:
+every datasheet GPU), so the view works offline and its numbers are the table's. The model is parts/p00/refit.py's:
 each part of each kernel family carried by the resource its two-GPU ratio points to, the GPU's wait on its host
 carried as the fit GPU measured it. The fit GPU is the measured GPU whose copy bandwidth is nearest the target's (in
 ratio): a GPU slower than both measured ones is carried from the slower, and the errors shown are that direction's.
-The KV admission is the frozen model's page arithmetic (parts/predict.py): the target's memory x the utilization,
+The KV admission is the frozen model's page arithmetic (parts/p00/predict.py): the target's memory x the utilization,
 less the weights and the non-KV overhead a start of the model logged, in pages.
 """
 from __future__ import annotations
@@ -21,14 +21,14 @@ import math
 from ..words import sig
 
 GRID = (1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024)  # the batches the chart draws
-STOP_PAYING_X = 0.9  # parts/predict.py's definition: the step's growth per added sequence reaches 0.9 of step / B
+STOP_PAYING_X = 0.9  # parts/p00/predict.py's definition: the step's growth per added sequence reaches 0.9 of step / B
 ELEMENT_ID = "iw-yourgpu"
 
 
 def _fit_record(f, resources: dict[str, str], fit_tflops: float, ds_bw: float) -> dict:
     """What the browser needs of one Fit: its traced batches, each part's ms there (Fit.parts), the idle, and the
     part's resource and scale rule."""
-    from ..parts import refit
+    from ..parts.p00 import refit
 
     batches = [int(b) for b in f.table.index]
     parts = {name: [f.parts(b)[name] for b in batches] for name in f.parts(batches[0])}
@@ -49,7 +49,8 @@ def payload(data_dir=None) -> dict | None:
     """The view's data: the GPUs, each series model's fits (one per measured GPU that traced it), its memory
     arithmetic, the measured steps of every measured rig, and the tested errors. None where no GPU has traced the
     4B (the model reads its families' resources from the 4B's traces)."""
-    from ..parts import p00, predict, refit
+    from ..parts import p00
+    from ..parts.p00 import predict, refit
 
     measured = refit.measured_gpus(data_dir, "4b")
     if not measured:
@@ -106,10 +107,10 @@ def payload(data_dir=None) -> dict | None:
 def tested_errors(data_dir=None) -> dict:
     """{fit rig: [one line per target: its largest |error| over the decode steps, and the single stream's]} from the
     leave-one-GPU-out table: what the view prints under a prediction carried from that rig."""
-    from ..parts import refit
+    from ..parts.p00 import refitloo
     from ..words import percent
 
-    t = refit.loo_table(data_dir)
+    t = refitloo.loo_table(data_dir)
     out: dict[str, list[str]] = {}
     for (fit_rig, target), g in t.groupby(["fit", "target"], sort=False):
         steps = g[g["quantity"] == "decode step"]
@@ -131,9 +132,9 @@ def error_bands(data_dir=None) -> dict[str, list[float]]:
     """{fit rig: [lowest, highest] signed error (%) of its decode steps wherever it was asked about another measured
     GPU}: the band the view draws around a prediction carried from that rig (the spread its own test showed, not a
     confidence interval)."""
-    from ..parts import refit
+    from ..parts.p00 import refitloo
 
-    t = refit.loo_table(data_dir)
+    t = refitloo.loo_table(data_dir)
     steps = t[(t["quantity"] == "decode step") & (t["target"] != "a10g-published")]
     return {fit: [float(g["error_pct"].min()), float(g["error_pct"].max())] for fit, g in steps.groupby("fit")}
 

@@ -3,136 +3,21 @@ notebook (notebook_run) and the `sweep` command call."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..run.bench import Workload
 from ..errors import UserError
 from ..model.modelkit import model_spec, prepare_model
-from ..run.rig import RigProfile, capture, check_gpu, load_profile
+from ..run.rig import capture, check_gpu, load_profile
 from .runrequest import RunRequest
 from ..run.server import vllm_python
 from ..records.store import DATA_DIR, REPO, check_run_rig, part_name, rig_dir, write_json_atomic
-from ..run.sweep import (PointPlan, SettingsSource, SweepContext, SweepReport, changed_outside, changed_points,
-                     dry_run_lines, refuse_changed, rig_start_estimate, run_sweep)
-from . import p00, p01, p02, p03, p04, p05, p06
-from .protocol import Part
-
-MODULES = {p00.NAME: p00, p01.NAME: p01, p02.NAME: p02, p03.NAME: p03, p04.NAME: p04, p05.NAME: p05, p06.NAME: p06}
-SERVE_ARGS = ["--dtype", "float16"]  # the series served fp16; a rig profile may override (later flags win)
-# Logging only: a stats line every second (default 10 s), so a 30 s pass shows its running batch over time.
-SERVER_ENV = {"VLLM_LOG_STATS_INTERVAL": "1"}
-MODEL_SOURCES = ("dummy", "hub")
-
-
-def module(part) -> object:
-    return MODULES[part_name(part)]
-
-
-def protocol_of(part) -> Part:
-    """What the runner calls on a part (parts/protocol.py): its module's PART."""
-    return module(part).PART
-
-
-def _parameters(spec: Part, profile, overrides: dict | None = None) -> dict:
-    """The part's defaults, then the rig profile's overrides, then the caller's; unknown keys are errors."""
-    params = dict(spec.defaults)
-    for source, extra in (("rig profile " + profile.name, profile.for_part(spec.name)),
-                          ("parameters", overrides or {})):
-        unknown = set(extra) - set(params)
-        if unknown:
-            raise UserError(f"{source}: unknown parameter(s) {sorted(unknown)} for part {spec.name}; "
-                            f"known: {', '.join(sorted(params))}")
-        params.update({k: v for k, v in extra.items() if v is not None})
-    return params
-
-
-def parameters(part, rig: str, data_dir: Path | None = None, overrides: dict | None = None) -> dict:
-    """The part's defaults, then the rig profile's overrides, then the caller's; unknown keys are errors."""
-    return _parameters(protocol_of(part), load_profile(rig, data_dir), overrides)
-
-
-def check_profile_overrides(profile, data_dir: Path | None = None) -> None:
-    """A rig profile's overrides name only known parameters, of every part it overrides (not only the one run), each
-    of its default's kind (runrequest.parameter_errors: the rule --set follows); a problem names the file."""
-    from .runrequest import parameter_errors
-
-    for part in profile.overrides:
-        spec = protocol_of(part)
-        _parameters(spec, profile)
-        errors = parameter_errors(spec.defaults, profile.for_part(spec.name))
-        if errors:
-            path = Path(data_dir or DATA_DIR) / "rigs" / f"{profile.name}.json"
-            raise UserError(f"{path}: overrides of part {spec.name}: {'; '.join(errors)}")
-
-
-def rig_pools(part, profile, params: dict, data_dir: Path | None = None) -> dict:
-    """The rig's KV pool per model preset the part serves, where known (see pools.rig_pool)."""
-    from ..model.pools import rig_pool
-
-    spec = protocol_of(part)
-    presets = dict.fromkeys(spec.served_presets(params, profile))  # in the part's order (part 5's 9B: not the rig's model)
-    where = rig_dir(spec.name, profile.name, data_dir)
-    return {pre: rig_pool(where, pre, data_dir, profile.serve_args) for pre in presets}
-
-
-def _plan(mod, params: dict, profile, data_dir: Path | None = None):
-    # every part's plan takes the data dir (part 2's knee points read part 1's knee; most ignore it)
-    return mod.PART.plan(params, profile, rig_pools(mod.NAME, profile, params, data_dir), data_dir)
-
-
-def plan(part, rig: str, data_dir: Path | None = None, overrides: dict | None = None):
-    mod = module(part)
-    profile = load_profile(rig, data_dir)
-    return _plan(mod, _parameters(mod.PART, profile, overrides), profile, data_dir)
-
-
-def _asked(plans: list[PointPlan], points, part: str) -> list[PointPlan]:
-    """The plan's points that `points` names, in the asked order; every point without `points`."""
-    if not points:
-        return plans
-    valid = [p.name for p in plans]
-    unknown = [p for p in points if p not in valid]
-    if unknown:
-        raise UserError(f"unknown point(s) {', '.join(unknown)} for part {part}; valid: {', '.join(valid)}")
-    return sorted((p for p in plans if p.name in points), key=lambda p: list(points).index(p.name))
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    """A run request's plan: the rig's profile (with the request's model source), the part's parameters, and the
-    points asked for, in the asked order; `every_point`, the whole plan (--points picks from it)."""
-    profile: RigProfile
-    params: dict
-    plans: list[PointPlan]
-    every_point: list[PointPlan]
-
-
-def planned(request: RunRequest, profile: RigProfile | None = None) -> PlannedRun:
-    """The plan of `request` (its rig's `profile`, loaded here when not given)."""
-    mod = module(request.part)
-    profile = profile or load_profile(request.rig, request.data_dir)
-    if request.model_source:
-        if request.model_source not in MODEL_SOURCES:
-            raise UserError(f"unknown model source {request.model_source!r}; valid: {', '.join(MODEL_SOURCES)}")
-        profile = replace(profile, model_source=request.model_source)
-    params = _parameters(mod.PART, profile, request.overrides)
-    every_point = _plan(mod, params, profile, request.data_dir)
-    return PlannedRun(profile, params, _asked(every_point, request.points, mod.NAME), every_point)
-
-
-def settings_source(profile, params: dict) -> SettingsSource:
-    """What, besides a point, shapes how the part's points are made (sweep.SettingsSource)."""
-    return SettingsSource(list(SERVE_ARGS), dict(SERVER_ENV), profile,
-                          Workload(params["input_len"], params["output_len"]))
-
-
-def changed(run: PlannedRun, folder: Path) -> dict[str, list[str]]:
-    """The complete points in `folder` that the whole plan (not only the points asked for) would make otherwise
-    (sweep.changed_points), and those outside it made otherwise in what all the part's points share
-    (sweep.changed_outside): a partial run cannot leave the folder holding two settings."""
-    src = settings_source(run.profile, run.params)
-    return {**changed_points(run.every_point, folder, src), **changed_outside(run.every_point, folder, src)}
+from ..run.sweep import SweepContext, SweepReport, dry_run_lines, refuse_changed, rig_start_estimate, run_sweep
+from .protocol import Answers, answers_for
+from .protocol import page_rigs  # noqa: F401 (the parts' name for it: notebooks call parts.page_rigs)
+from .registry import (  # noqa: F401 (the registry's names, as parts' before it had a module of its own)
+    MODEL_SOURCES, MODULES, PlannedRun, SERVE_ARGS, SERVER_ENV, _asked, _parameters, _plan, changed,
+    check_profile_overrides, module, parameters, plan, planned, protocol_of, rig_pools, settings_source)
 
 
 def run(part, rig: str, data_dir: Path | None = None, model_source: str | None = None,
@@ -196,17 +81,13 @@ def dry_run(part, rig: str, data_dir: Path | None = None, overrides: dict | None
     return dry_run_lines(plans, ctx) if plans else [f"# every point of part {mod.NAME} on {rig} is complete"]
 
 
-def page_rigs(part, data_dir: Path | None = None, rigs: list[str] | None = None) -> list[str]:
-    """The rigs a part's page shows: the published one and every measured rig with data, except test rigs
-    (profile `method_only`), unless `rigs` names them."""
-    from ..run.rig import load_profile as profile
-    from ..schema import PUBLISHED_RIG
-    from ..records.store import rigs_with_data
-
-    if rigs:
-        return list(rigs)
-    measured = [r for r in rigs_with_data(part, data_dir) if not profile(r, data_dir).method_only]
-    return [PUBLISHED_RIG, *measured]
+def answers(part, data_dir: Path | None = None, shown: list[str] | None = None) -> Answers:
+    """What the other parts' runs say on part `part`'s page (protocol.answers_for over every part's PART): the
+    paragraphs answering its open questions, and its measurements against their models on the rigs `shown`
+    (its page's rigs where None)."""
+    name = part_name(part)
+    shown = list(shown) if shown is not None else page_rigs(name, data_dir)
+    return answers_for(name, [m.PART for m in MODULES.values() if m.NAME != name], data_dir, shown)
 
 
 def unfinished_note(part, data_dir: Path | None = None, rigs: list[str] | None = None) -> str | None:

@@ -27,6 +27,44 @@ REFERENCE = "reference"  # a page's tables and each view: the post's figures the
 EVERY_PART = tuple(PARTS.values())  # a page that reads every part's runs (Part.reads)
 
 
+def parameters_for(name: str, defaults: dict, profile, overrides: dict | None = None) -> dict:
+    """A part's parameters on a rig, from the part's name and defaults (no registry of parts): the defaults, then the
+    rig profile's overrides, then the caller's; unknown keys are errors."""
+    from ..errors import UserError
+
+    params = dict(defaults)
+    for source, extra in (("rig profile " + profile.name, profile.for_part(name)), ("parameters", overrides or {})):
+        unknown = set(extra) - set(params)
+        if unknown:
+            raise UserError(f"{source}: unknown parameter(s) {sorted(unknown)} for part {name}; "
+                            f"known: {', '.join(sorted(params))}")
+        params.update({k: v for k, v in extra.items() if v is not None})
+    return params
+
+
+def pools_for(name: str, presets: list[str], profile, data_dir: Path | None = None) -> dict:
+    """The rig's KV pool per model preset a part serves (`presets`, in the part's order), where known
+    (pools.rig_pool)."""
+    from ..model.pools import rig_pool
+    from ..records.store import rig_dir
+
+    where = rig_dir(name, profile.name, data_dir)
+    return {pre: rig_pool(where, pre, data_dir, profile.serve_args) for pre in dict.fromkeys(presets)}
+
+
+def page_rigs(part, data_dir: Path | None = None, rigs: list[str] | None = None) -> list[str]:
+    """The rigs a part's page shows: the published one and every measured rig with data, except test rigs
+    (profile `method_only`), unless `rigs` names them."""
+    from ..records.store import rigs_with_data
+    from ..run.rig import load_profile as profile
+    from ..schema import PUBLISHED_RIG
+
+    if rigs:
+        return list(rigs)
+    measured = [r for r in rigs_with_data(part, data_dir) if not profile(r, data_dir).method_only]
+    return [PUBLISHED_RIG, *measured]
+
+
 def rig_presets(params: dict, profile) -> list[str]:
     """The presets a part's servers load unless it says otherwise: the rig's model, and the part's small model
     (`small_preset`) where it has one."""
@@ -116,6 +154,18 @@ def judged(claims: list[Claim] | Callable[[dict[str, dict]], list[Claim]]) -> Ca
 
 
 @dataclass(frozen=True)
+class Answers:
+    """What one part's runs say on another part's page (Part.answers): `paragraphs`, each answering one of that
+    part's open questions (markdown); `checks`, (rig, table, paragraph) per rig shown there: that part's own
+    measurements against the answering part's model of them."""
+    paragraphs: list[str]
+    checks: list[tuple[str, pd.DataFrame, str]]
+
+
+NO_ANSWERS = Answers([], [])
+
+
+@dataclass(frozen=True)
 class Part:
     """One part, as the runner sees it.
 
@@ -132,6 +182,9 @@ class Part:
     claim_ids(views) -> the ids of the claims judged on those views, in the part's order (a page that shows no rig
     still lists them: the glance page's rows).
     closing(views, device) -> the page's closing words (device: the device-time table, or None).
+    answers(asking, data_dir, shown) -> Answers: what this part's runs say on part `asking`'s page (its name;
+    shown: the rigs that page shows), None for a part that answers no other; the asking page gathers every part's
+    (answers_for), so neither imports the other's modules.
     reads: the other parts whose data/runs/ folders the part's page (its notebook) reads besides its own, by name
     (schema.PARTS; EVERY_PART where it reads them all). The book's rebuild keys the page on them
     (scripts/build-book.py), and every build checks them against what the page's kernel opened."""
@@ -149,6 +202,14 @@ class Part:
     served_presets: Callable[[dict, object], list[str]] = rig_presets
     gpus_needed: Callable[[dict], int] = one_gpu
     reads: tuple[str, ...] = ()
+    answers: Callable[[str, Path | None, list[str]], Answers] | None = None
+
+
+def answers_for(asking: str, answering: list[Part], data_dir: Path | None, shown: list[str]) -> Answers:
+    """What the `answering` parts (every part, from the registry) say on part `asking`'s page: their Part.answers,
+    in the order given, each asked once."""
+    told = [part.answers(asking, data_dir, shown) for part in answering if part.answers is not None]
+    return Answers([p for a in told for p in a.paragraphs], [c for a in told for c in a.checks])
 
 
 def runs_read(part: Part) -> tuple[str, ...]:
@@ -178,10 +239,11 @@ class Page:
 
 def rig_parameters(part: Part, rig: str, data_dir: Path | None) -> dict:
     """A rig's parameters for the part (parts.parameters); the published rig has no profile: the part's defaults."""
+    from ..run.rig import load_profile
     from ..schema import PUBLISHED_RIG
-    from . import parameters
 
-    return dict(part.defaults) if rig == PUBLISHED_RIG else parameters(part.name, rig, data_dir)
+    return (dict(part.defaults) if rig == PUBLISHED_RIG
+            else parameters_for(part.name, part.defaults, load_profile(rig, data_dir)))
 
 
 def views(part: Part, data_dir: Path | None, rigs: list[str], params: dict[str, dict] | None = None) -> dict[str, dict]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from ..errors import UserError
 from ..schema import PARTS
 from ..records.store import DATA_DIR, check_run_rig, part_name, rig_dir
+from .parameterkinds import UNSET_DEFAULT_LIKE, parameter_errors  # noqa: F401 (runrequest's names for them)
 
 
 def parts_help() -> str:
@@ -29,58 +29,6 @@ def parse_overrides(items: list[str]) -> dict:
             out[key] = json.loads(value)
         except ValueError:
             raise UserError(f"--set {key}: value {value!r} is not JSON (quote strings: {key}='\"x\"')") from None
-    return out
-
-
-# A parameter whose default is None (the part works it out) takes values of this kind, as a default like it would
-# say: the kinds that the parts' plans read (p03's caps as whole numbers, p02's knee_rps as a rate, ...).
-UNSET_DEFAULT_LIKE = {"caps": [1], "small_caps": [1], "knee_budgets": [1], "mixed_budgets": [1], "pools": [1],
-                      "small_pools": [1], "small_pool_limits": [1], "rates_rps": [1.0], "mixed_prompt_len": 1,
-                      "trace_prompt_len": 1, "long_prefill_token_threshold": 1, "block_size": 1, "knee_rps": 1.0,
-                      "peak_dense_tflops": 1.0, "peak_source": "", "small_preset": ""}
-
-
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-# (type of a default, what a value must be, the same of a list's items, the check); bool before int (its subclass)
-_SCALARS = ((bool, "true or false", "true or false values", lambda v: isinstance(v, bool)),
-            (int, "a whole number", "whole numbers", lambda v: isinstance(v, int) and not isinstance(v, bool)),
-            (float, "a number", "numbers", _number),
-            (str, "a string", "strings", lambda v: isinstance(v, str)),
-            (dict, "an object", "objects", lambda v: isinstance(v, dict)))
-
-
-def _scalar(default):
-    return next((rule for rule in _SCALARS if isinstance(default, rule[0])), None)
-
-
-def _rule(default):
-    """(what a value must be, its check) for a parameter with this default; None: a default that takes anything."""
-    if isinstance(default, (list, tuple)):
-        items = {_scalar(v) for v in default}
-        if len(items) == 1 and None not in items:
-            _, _, many, check = items.pop()
-            return f"a list of {many}", lambda v: isinstance(v, (list, tuple)) and all(check(x) for x in v)
-        return "a list", lambda v: isinstance(v, (list, tuple))
-    rule = _scalar(default)
-    return (rule[1], rule[3]) if rule else None
-
-
-def _described(value) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def parameter_errors(defaults: dict, values: dict) -> list[str]:
-    """'KEY must be a list of whole numbers, not [1, "4"]' for each value (None aside: the default's) of a kind its
-    parameter's default (or UNSET_DEFAULT_LIKE) does not have. The one rule for --set and a profile's overrides."""
-    out = []
-    for key, value in values.items():
-        rule = _rule(defaults.get(key) if defaults.get(key) is not None else UNSET_DEFAULT_LIKE.get(key))
-        if rule and value is not None and not rule[1](value):
-            out.append(f"{key} must be {rule[0]}, not {_described(value)}")
     return out
 
 
@@ -116,7 +64,7 @@ def check_every_profile(data_dir: Path) -> None:
     """Every rig profile in `data_dir`/rigs, as the pages will read them after a run (a part's page reads the
     profiles of the rigs it shows, the rigs page all of them): against its schema, and its overrides' names and
     kinds; the first problem is one line naming the file."""
-    from .. import parts
+    from . import registry as parts
     from ..run.rig import known_profiles, load_profile
 
     for name in known_profiles(data_dir):
@@ -126,7 +74,7 @@ def check_every_profile(data_dir: Path) -> None:
 def _planned_with_overrides(request: RunRequest, profile):
     """parts.planned, where a --set value of the right kind that the part's plan still cannot use (a list of
     strings for a list of numbers) is one line naming the values, not a traceback."""
-    from .. import parts
+    from . import registry as parts
 
     try:
         planned = parts.planned(request, profile)
@@ -199,7 +147,7 @@ class RunRequest:
         """The request the options ask for, validated before anything slow: the part, the rig's name and profile
         (its overrides of every part), the time budget, --set's keys and kinds, the points, the complete points
         this plan would make otherwise, and --python. Each problem is one UserError line."""
-        from .. import parts
+        from . import registry as parts
         from ..run.sweep import check_budget, refuse_changed, rig_start_estimate
 
         request = cls(part=part_name(args.part), rig=check_run_rig(args.rig), data_dir=data_folder(args.data_dir),
@@ -218,7 +166,7 @@ class RunRequest:
         or server: the rig's profile and every other profile the pages read (each against its schema, its overrides'
         names and kinds), --set's names and kinds (the same rule), and the plan they make. Each problem is one
         UserError line."""
-        from .. import parts
+        from . import registry as parts
         from ..run.rig import load_profile
 
         profile = load_profile(self.rig, self.data_dir)

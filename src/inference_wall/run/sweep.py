@@ -276,6 +276,30 @@ def dry_run_lines(plans: list[PointPlan], ctx: SweepContext) -> list[str]:
     return out
 
 
+@dataclass
+class _Session:
+    """One server session while its points run: what each step reads (the started server, its client environment,
+    the bench fork server) and what the points hand on (the log read so far, the session's warm-up and its rate)."""
+    ctx: SweepContext
+    session_no: int
+    session_id: str
+    model: ModelSpec
+    server: VllmServer
+    client: dict
+    forks: BenchForkServer | None
+    log_path: Path
+    others: OtherRuns
+    record: dict = field(default_factory=dict)  # the manifest's `session`
+    server_info: str | None = None
+    log_offset: int = 0
+    warmed: bool = False
+    warm_rps: float | None = None  # the session's warm-up flood rate: sizes every later measured pass to its window
+
+    @property
+    def runner(self) -> str:
+        return "fork" if self.forks else "process"
+
+
 def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, report: SweepReport,
                  durations: list[float], fits, bar) -> None:
     first = points[0]
@@ -294,30 +318,8 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
     try:
         # the bench client's imports (15-30 s) overlap the server's start, and are paid once per session
         forks = BenchForkServer(ctx.python, client, tmp / "bench-fork.log") if BenchForkServer.enabled() else None
-        runner = "fork" if forks else "process"
-        t_start = time.monotonic()
-        try:
-            server.start()
-        except KeyboardInterrupt as e:  # stopped while the server started: the point it was for says so
-            _record_failure(ctx.rig_dir / first.name, first, ctx, model, log_path, 0, None, [], e, "interrupted",
-                            session_id)
-            raise
-        except UserError as e:
-            e = _names_kept_log(e, log_path, ctx.rig_dir / first.name)  # the session's folder goes at its end
-            _record_failure(ctx.rig_dir / first.name, first, ctx, model, log_path, 0, None, [], e, "failed", session_id)
-            report.failed.append(first.name)
-            raise SweepFailed(scrub_text(f"point {first.name}: {e}", _secrets(ctx))) from None  # a log tail may echo one
-        report.server_starts_s.append(time.monotonic() - t_start)
-        session = {"id": session_id, "server_command": spec.command(server.port), "server_env": spec.env,
-                   "server_started": server.started_at, "server_healthy": server.healthy_at,
-                   "start_to_healthy_s": server.healthy_at - server.started_at}
-        try:
-            server_info = server.get("/server_info", timeout=60)  # it collects the system's environment: slow on a busy host
-        except Exception:  # noqa: BLE001 - only a dev-mode endpoint; absence is recorded, not fatal
-            server_info = None
-        log_offset = 0
-        warmed = False
-        warm_rps = None  # the session's warm-up flood rate: sizes every later measured pass of the session to its window
+        s = _Session(ctx, session_no, session_id, model, server, client, forks, log_path, others)
+        _start_server(s, spec, first, report)
         for index, point in enumerate(points):
             if not fits(0):
                 report.pending += [p.name for p in points[index:]]
@@ -325,81 +327,7 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
             if point.cold_start and index != 0:
                 raise ValueError(f"{point.name} measures a cold server and must come first in its session")
             bar.set_postfix_str(point.name)
-            t_point, point_started = time.monotonic(), time.time()
-            pdir = fresh_point_dir(ctx.rig_dir / point.name, replace_complete=ctx.redo_changed)
-            records: list[dict] = []
-            try:
-                if point.resolve is not None:
-                    point.resolve(point, ctx)
-                passes = list(point.passes)
-                session_warmup = None
-                if not warmed and not point.cold_start:
-                    session_warmup = _warmup_pass(ctx, point.max_num_seqs, session_no)
-                    passes.insert(0, session_warmup)
-                warmed = True  # a cold_start point warms the server with its own passes
-                _snapshot(server, pdir / "metrics-before.prom")
-                if index == 0 and server_info is not None:
-                    (pdir / "server_info.json").write_text(redact_server_info(server_info, _secrets(ctx)))
-                for p in passes:
-                    spec = p.spec
-                    if p.kind == "measured" and point.min_window_s and warm_rps:
-                        spec = replace(spec, num_prompts=prompts_for_window(
-                            math.inf, warm_rps, WINDOW_MARGIN * point.min_window_s, spec.num_prompts,
-                            point.max_prompts or spec.num_prompts))
-                    side = p.side(server.url, model.model, pdir, p.label) if p.side else None
-                    # GPU clocks/power of every pass but the warm-up (gpuclocks: a slow session explained later)
-                    with side or nullcontext(), polling(server.url, pdir / artefact_name(p.label),
-                                 point.poll_metrics_s if p.kind == "measured" else None), \
-                            gpu_sampling(pdir / gpu_artefact_name(p.label), p.kind != "warmup"):
-                        # the session's warm-up floods with the part's lengths
-                        workload = ctx.workload if p is session_warmup else point.workload or ctx.workload
-                        clients = None
-                        if spec.clients > 1:
-                            started = time.time()
-                            clients = run_clients(ctx.python, server.url, model.model, model.tokenizer, workload, spec,
-                                                  pdir / f"{p.label}.json", pdir / "bench.log", env=client,
-                                                  fork_server=forks)
-                            cmd, ended = clients[0]["command"], max(c["ended"] for c in clients)
-                        else:
-                            cmd, started, ended = run_pass(ctx.python, server.url, model.model, model.tokenizer,
-                                                           workload, spec, pdir / f"{p.label}.json",
-                                                           pdir / "bench.log", env=client, fork_server=forks)
-                    records.append({"label": p.label, "kind": p.kind, "spec": spec.to_dict(), "command": cmd,
-                                    "runner": runner,
-                                    **({"clients": [{**c, "command": redact_argv(c["command"])} for c in clients]}
-                                       if clients else {}),
-                                    **({"workload": asdict(ctx.workload)} if p is session_warmup else {}),
-                                    "started": started, "ended": ended, "result": f"{p.label}.json",
-                                    **({"side": side.record} if side else {}),
-                                    **({"planned_prompts": p.spec.num_prompts} if spec is not p.spec else {})})
-                    if not server.alive():
-                        raise UserError("the server died during the pass")
-                    if p.kind == "warmup":
-                        warm_rps = _optional_rps(pdir, p.label)
-                        # the measured passes' counters (preemptions, steps) start after the warm-up
-                        _snapshot(server, pdir / "metrics-before.prom")
-                _snapshot(server, pdir / "metrics-after.prom")
-            except KeyboardInterrupt as e:
-                _record_failure(pdir, point, ctx, model, log_path, log_offset, session, records, e, "interrupted", session_id)
-                raise
-            except Exception as e:  # noqa: BLE001 - any failure marks the point failed and stops the sweep
-                e = server.exit_error(e)  # a dead server, not the requests it failed, is the cause
-                e = unauthorized(server.url, client.get("OPENAI_API_KEY")) or e  # an HTTP 401, named as such
-                e = _names_kept_log(e, log_path, pdir)
-                _record_failure(pdir, point, ctx, model, log_path, log_offset, session, records, e, "failed", session_id)
-                report.failed.append(point.name)
-                raise SweepFailed(scrub_text(f"point {point.name} failed: {e}; rerun the same command to redo it "
-                                             f"(complete points are kept)", _secrets(ctx))) from None
-            new_offset = _copy_log_slice(log_path, log_offset, pdir / "server.log")
-            scrub_files(pdir, _secrets(ctx))
-            compress_large(pdir)
-            manifest = _manifest(point, ctx, model, records, {**session, "index": index, "log_slice": [log_offset, new_offset],
-                                                              "has_startup": index == 0}, "complete", pdir,
-                                 shared=others.since(point_started))
-            write_json_atomic(pdir / "manifest.json", manifest)
-            log_offset = new_offset
-            durations.append(time.monotonic() - t_point)
-            report.done.append(point.name)
+            _run_point(s, point, index, report, durations)
             bar.update(1)
     finally:
         others.stop()
@@ -407,6 +335,130 @@ def _run_session(points: list[PointPlan], ctx: SweepContext, session_no: int, re
             forks.close()
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _start_server(s: _Session, spec: ServerSpec, first: PointPlan, report: SweepReport) -> None:
+    """Start the session's server (a failed or interrupted start is the first point's record) and read its
+    /server_info; the session's record for every manifest."""
+    ctx, server = s.ctx, s.server
+    t_start = time.monotonic()
+    try:
+        server.start()
+    except KeyboardInterrupt as e:  # stopped while the server started: the point it was for says so
+        _record_failure(ctx.rig_dir / first.name, first, ctx, s.model, s.log_path, 0, None, [], e, "interrupted",
+                        s.session_id)
+        raise
+    except UserError as e:
+        e = _names_kept_log(e, s.log_path, ctx.rig_dir / first.name)  # the session's folder goes at its end
+        _record_failure(ctx.rig_dir / first.name, first, ctx, s.model, s.log_path, 0, None, [], e, "failed",
+                        s.session_id)
+        report.failed.append(first.name)
+        raise SweepFailed(scrub_text(f"point {first.name}: {e}", _secrets(ctx))) from None  # a log tail may echo one
+    report.server_starts_s.append(time.monotonic() - t_start)
+    s.record = {"id": s.session_id, "server_command": spec.command(server.port), "server_env": spec.env,
+                "server_started": server.started_at, "server_healthy": server.healthy_at,
+                "start_to_healthy_s": server.healthy_at - server.started_at}
+    try:
+        # it collects the system's environment: slow on a busy host
+        s.server_info = server.get("/server_info", timeout=60)
+    except Exception:  # noqa: BLE001 - only a dev-mode endpoint; absence is recorded, not fatal
+        s.server_info = None
+
+
+def _run_point(s: _Session, point: PointPlan, index: int, report: SweepReport, durations: list[float]) -> None:
+    """One point of the session: its passes (a failure or an interrupt recorded in its folder, then raised), then
+    its slice of the server's log and its manifest."""
+    ctx = s.ctx
+    t_point, point_started = time.monotonic(), time.time()
+    pdir = fresh_point_dir(ctx.rig_dir / point.name, replace_complete=ctx.redo_changed)
+    records: list[dict] = []
+    try:
+        _run_passes(s, point, index, pdir, records)
+    except KeyboardInterrupt as e:
+        _record_failure(pdir, point, ctx, s.model, s.log_path, s.log_offset, s.record, records, e, "interrupted",
+                        s.session_id)
+        raise
+    except Exception as e:  # noqa: BLE001 - any failure marks the point failed and stops the sweep
+        e = s.server.exit_error(e)  # a dead server, not the requests it failed, is the cause
+        e = unauthorized(s.server.url, s.client.get("OPENAI_API_KEY")) or e  # an HTTP 401, named as such
+        e = _names_kept_log(e, s.log_path, pdir)
+        _record_failure(pdir, point, ctx, s.model, s.log_path, s.log_offset, s.record, records, e, "failed",
+                        s.session_id)
+        report.failed.append(point.name)
+        raise SweepFailed(scrub_text(f"point {point.name} failed: {e}; rerun the same command to redo it "
+                                     f"(complete points are kept)", _secrets(ctx))) from None
+    new_offset = _copy_log_slice(s.log_path, s.log_offset, pdir / "server.log")
+    scrub_files(pdir, _secrets(ctx))
+    compress_large(pdir)
+    session = {**s.record, "index": index, "log_slice": [s.log_offset, new_offset], "has_startup": index == 0}
+    manifest = _manifest(point, ctx, s.model, records, session, "complete", pdir, shared=s.others.since(point_started))
+    write_json_atomic(pdir / "manifest.json", manifest)
+    s.log_offset = new_offset
+    durations.append(time.monotonic() - t_point)
+    report.done.append(point.name)
+
+
+def _run_passes(s: _Session, point: PointPlan, index: int, pdir: Path, records: list[dict]) -> None:
+    """A point's passes, in order (the session's warm-up first where the session has not warmed), each pass's record
+    appended to `records` as it ends; the server's counters before and after."""
+    ctx, server = s.ctx, s.server
+    if point.resolve is not None:
+        point.resolve(point, ctx)
+    passes = list(point.passes)
+    session_warmup = None
+    if not s.warmed and not point.cold_start:
+        session_warmup = _warmup_pass(ctx, point.max_num_seqs, s.session_no)
+        passes.insert(0, session_warmup)
+    s.warmed = True  # a cold_start point warms the server with its own passes
+    _snapshot(server, pdir / "metrics-before.prom")
+    if index == 0 and s.server_info is not None:
+        (pdir / "server_info.json").write_text(redact_server_info(s.server_info, _secrets(ctx)))
+    for p in passes:
+        records.append(_run_one_pass(s, point, p, pdir, p is session_warmup))
+        if not server.alive():
+            raise UserError("the server died during the pass")
+        if p.kind == "warmup":
+            s.warm_rps = _optional_rps(pdir, p.label)
+            # the measured passes' counters (preemptions, steps) start after the warm-up
+            _snapshot(server, pdir / "metrics-before.prom")
+    _snapshot(server, pdir / "metrics-after.prom")
+
+
+def _run_one_pass(s: _Session, point: PointPlan, p: PassPlan, pdir: Path, session_warmup: bool) -> dict:
+    """One pass: its clients (one `vllm bench serve`, or several at once), its side process, /metrics polling and GPU
+    sampling around it; its record for the manifest."""
+    ctx, server, model, client = s.ctx, s.server, s.model, s.client
+    spec = p.spec
+    if p.kind == "measured" and point.min_window_s and s.warm_rps:
+        spec = replace(spec, num_prompts=prompts_for_window(
+            math.inf, s.warm_rps, WINDOW_MARGIN * point.min_window_s, spec.num_prompts,
+            point.max_prompts or spec.num_prompts))
+    side = p.side(server.url, model.model, pdir, p.label) if p.side else None
+    # GPU clocks/power of every pass but the warm-up (gpuclocks: a slow session explained later)
+    with side or nullcontext(), polling(server.url, pdir / artefact_name(p.label),
+                 point.poll_metrics_s if p.kind == "measured" else None), \
+            gpu_sampling(pdir / gpu_artefact_name(p.label), p.kind != "warmup"):
+        # the session's warm-up floods with the part's lengths
+        workload = ctx.workload if session_warmup else point.workload or ctx.workload
+        clients = None
+        if spec.clients > 1:
+            started = time.time()
+            clients = run_clients(ctx.python, server.url, model.model, model.tokenizer, workload, spec,
+                                  pdir / f"{p.label}.json", pdir / "bench.log", env=client,
+                                  fork_server=s.forks)
+            cmd, ended = clients[0]["command"], max(c["ended"] for c in clients)
+        else:
+            cmd, started, ended = run_pass(ctx.python, server.url, model.model, model.tokenizer,
+                                           workload, spec, pdir / f"{p.label}.json",
+                                           pdir / "bench.log", env=client, fork_server=s.forks)
+    return {"label": p.label, "kind": p.kind, "spec": spec.to_dict(), "command": cmd,
+            "runner": s.runner,
+            **({"clients": [{**c, "command": redact_argv(c["command"])} for c in clients]}
+               if clients else {}),
+            **({"workload": asdict(ctx.workload)} if session_warmup else {}),
+            "started": started, "ended": ended, "result": f"{p.label}.json",
+            **({"side": side.record} if side else {}),
+            **({"planned_prompts": p.spec.num_prompts} if spec is not p.spec else {})}
 
 
 def run_owners(ctx: SweepContext) -> list[tuple[int, float]]:

@@ -31,5 +31,5 @@ from .words import (  # noqa: F401 (the part's names, as before the folder)
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=protocol_tables, view=protocol_view, findings=rig_findings,
             claims=judged(CLAIMS), claim_ids=ids_of(CLAIMS), box=page_box,
             # every part's: a repeat rig's points of every part (rig.run_to_run), every start's log
-            # (pools.block_size), the step chapter's answers and step model (p00.part_answers, stepcheck)
+            # (pools.block_size), the step chapter's answers and step model (part 0's Part.answers)
             reads=EVERY_PART)

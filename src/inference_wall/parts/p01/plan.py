@@ -8,6 +8,7 @@ from ...errors import UserError
 from ...records.store import request_throughput
 from ...run.bench import PassSpec
 from ...run.sweep import PassPlan, PointPlan, prompts_for_window
+from ...schema import PUBLISHED_PRESET  # noqa: F401 (the posts' model, whose shapes data/models holds)
 
 
 NAME = "01-hit-the-wall"
@@ -35,8 +36,6 @@ DEFAULTS = {
     "decode_waves": 3,
 }
 
-
-PUBLISHED_PRESET = "qwen3.5-4b"  # the posts' model, whose shapes data/models holds
 
 
 def rate_point_name(rate: float, relative: bool) -> str:

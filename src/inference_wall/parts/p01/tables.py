@@ -10,7 +10,7 @@ import pandas as pd
 from ...measure import analysis
 from ...measure.analysis import GIB, KEEP_UP
 from ...measure.ratepass import MIXED_COLUMNS, mixed_split
-from ...model.kvcache import pool_from_concurrency, pool_from_report
+from ...model.kvcache import pool_from_report
 from ...model.modelshape import ModelShape
 from ...records.reference import load_reference
 from ...records.store import load_points, pass_summary
@@ -142,16 +142,11 @@ def part1_knee(rig: str, data_dir=None) -> float | None:
 
 def published_pool(data_dir=None):
     """The A10G's KV pool from the post's own log line ('Maximum concurrency for 2,048 tokens per request:
-    83.7x'), with the attention page vLLM gives this model (analysis.hybrid_block_size: 528 tokens)."""
-    from ...model.modelshape import ModelShape
+    83.7x'), with the attention page vLLM gives this model (analysis.hybrid_block_size: 528 tokens):
+    pools.published_pool of the posts' model."""
+    from ...model.pools import published_pool as pool
 
-    mem = load_reference(1, data_dir)["memory_report"].iloc[0]
-    shape = ModelShape.of(PUBLISHED_PRESET, data_dir)
-    block = shape.hybrid_block_size
-    printed = f"{mem['max_concurrency_x']:g}"
-    digits = len(printed.split(".")[1]) if "." in printed else 0
-    return pool_from_concurrency(float(mem["max_concurrency_x"]), int(mem["max_concurrency_tokens_per_request"]),
-                                 block, shape.layout, digits=digits)
+    return pool(PUBLISHED_PRESET, data_dir)
 
 
 def vision_tower_gib(preset: str, data_dir=None, dtype_bytes: int = 2) -> float:

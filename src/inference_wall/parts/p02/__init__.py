@@ -35,4 +35,4 @@ from .words import (  # noqa: F401 (the part's names, as before the folder)
 # its knee points read part 1's knee from the data dir
 PART = Part(NAME, DEFAULTS, plan, tables=protocol_tables, view=protocol_view, findings=rig_findings,
             claims=judged(page_claims), claim_ids=ids_of(page_claims), shows=has_freezes, box=page_box,
-            reads=(PARTS[0], PARTS[1]))  # the step chapter's answers (p00.part_answers); part 1's knee and points
+            reads=(PARTS[0], PARTS[1]))  # the step chapter's answers (part 0's Part.answers); part 1's knee and points

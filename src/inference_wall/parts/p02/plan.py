@@ -123,14 +123,14 @@ def knee_points(p: dict, profile, data_dir=None) -> list[PointPlan]:
     output lengths, on this rig) plus `--max-num-batched-tokens`, offered part 1's knee rate for a fixed window.
     Whether a budget moves the knee: at the rate where part 1's server (vLLM's default budget) fell behind, does
     this one keep up? Without a knee (part 1 not run on this rig, or it never fell behind) there are none."""
-    from .. import parameters
     from ..p01 import PART as PART1
+    from ..protocol import rig_parameters
 
     budgets = knee_budgets(p)
     rate = p["knee_rps"] or (part1_knee(PART1, profile.name, data_dir) if budgets else None)
     if not budgets or not rate:
         return []
-    p1 = parameters(1, profile.name, data_dir)
+    p1 = rig_parameters(PART1, profile.name, data_dir)
     source = "parameter knee_rps" if p["knee_rps"] else "part 1's knee on this rig"
     return [PointPlan(name=f"knee-b{b:05d}", session=f"knee-b{b:05d}", max_num_seqs=p1["max_num_seqs"],
                       passes=[PassPlan("bench", "measured", PassSpec(num_prompts=max(8, math.ceil(rate * p["knee_window_s"])),

@@ -257,7 +257,8 @@ def roofline_table(freezes: pd.DataFrame, data_dir=None, params_by_rig: dict[str
     measured with chunking off (TTFT alone on the idle server: a chunked server's solo prompt is several steps).
     `params_by_rig` and `peaks` (rig -> {"peak_dense_tflops", "peak_source"}) replace what the points and the rig
     profiles say."""
-    from .. import parameters
+    from ...run.rig import load_profile
+    from ..protocol import parameters_for
 
     rows = []
     if params_by_rig is None:
@@ -268,7 +269,7 @@ def roofline_table(freezes: pd.DataFrame, data_dir=None, params_by_rig: dict[str
     off = freezes[freezes["budget"] == OFF] if len(freezes) else freezes
     solo = off.groupby(["rig", "prompt_len"])["solo_ttft_ms"].median().reset_index() if len(off) else off
     for r in solo.itertuples():
-        p = (peaks or {}).get(r.rig) if peaks is not None else parameters(NAME, r.rig, data_dir)
+        p = (peaks or {}).get(r.rig) if peaks is not None else parameters_for(NAME, DEFAULTS, load_profile(r.rig, data_dir))
         p = p or {}
         peak = p.get("peak_dense_tflops")
         n = params_by_rig.get(r.rig)

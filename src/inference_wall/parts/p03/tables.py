@@ -49,22 +49,12 @@ def part1_rig(rig: str, data_dir=None) -> str:
 
 
 def graph_capture_limit(point) -> float:
-    """The largest batch (in tokens per step) vLLM captured a CUDA graph for on this point's server: the
-    `max_cudagraph_capture_size` of the server's config as /server_info reported it (else its log's config
-    line); NaN where neither says. A step of more tokens runs without the captured graphs."""
-    import re
+    """The largest batch (in tokens per step) vLLM captured a CUDA graph for on this point's server
+    (serverinfo.graph_capture_limit: its /server_info config, else its log's config line); NaN where neither says.
+    A step of more tokens runs without the captured graphs."""
+    from ...records.serverinfo import graph_capture_limit as limit
 
-    from ...records.store import read_artefact
-
-    pattern = re.compile(r"max_cudagraph_capture_size'?\"?:\s*(\d+)")
-    for name in ("server_info.json", "server.log"):
-        try:
-            text = read_artefact(point.path, name)
-        except FileNotFoundError:
-            continue
-        if m := pattern.search(text):
-            return float(m[1])
-    return math.nan
+    return limit(point.path)
 
 
 def run_to_run(table: pd.DataFrame) -> dict[str, dict[float, float]]:

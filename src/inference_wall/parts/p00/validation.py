@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..records.store import DATA_DIR
+from ...records.store import DATA_DIR
 
 FROZEN_NAME = "frozen before the first run"
 COLUMNS = ["rig", "gpu", "model", "quantity", "batch", "cap", "predicted", "measured", "error_pct", "unit",
@@ -37,8 +37,8 @@ FLOOD_MODELS = {"main": ("4B", "qwen3.5-4b"), "small": ("0.5B", "qwen2.5-0.5b")}
 
 
 def frozen(gpu_key: str, data_dir=None, model: str | None = None) -> pd.DataFrame | None:
-    """The frozen prediction for datasheet row `gpu_key` (None where there is none): the model of parts/predict.py,
-    or with `model="refit"` parts/refit.py's (`<gpu>-refit.csv`)."""
+    """The frozen prediction for datasheet row `gpu_key` (None where there is none): the model of parts/p00/predict.py,
+    or with `model="refit"` parts/p00/refit.py's (`<gpu>-refit.csv`)."""
     path = Path(data_dir or DATA_DIR) / "predictions" / (f"{gpu_key}-{model}.csv" if model else f"{gpu_key}.csv")
     return pd.read_csv(path, dtype={"model_commit": str}) if path.exists() else None
 
@@ -63,10 +63,12 @@ def _joinable(pred: pd.DataFrame) -> pd.DataFrame:
 
 
 def _decode_rows(rig: str, data_dir=None) -> list[dict]:
-    from . import p00
+    from .plan import point_name
+    from .tables import page_tables
+    from .view import rig_view
 
     try:
-        view = p00.rig_view(rig, p00.page_tables(data_dir, [rig]), None, data_dir)
+        view = rig_view(rig, page_tables(data_dir, [rig]), None, data_dir)
     except (KeyError, ValueError, FileNotFoundError):
         return []
     curve = view.get("curve")
@@ -76,7 +78,7 @@ def _decode_rows(rig: str, data_dir=None) -> list[dict]:
     for r in curve.itertuples():
         if r.variant in VARIANT_MODEL and r.step_ms == r.step_ms:
             model, quantity = VARIANT_MODEL[r.variant]
-            where = f"00-inside-a-step/{rig}/{p00.point_name(r.variant, 'decode', int(r.batch))}"
+            where = f"00-inside-a-step/{rig}/{point_name(r.variant, 'decode', int(r.batch))}"
             rows.append({"model": model, "quantity": quantity, "batch": int(r.batch), "measured": float(r.step_ms),
                          "measure": "engine step counter, pure-decode intervals", "source": where})
             if quantity == "decode step":
@@ -87,7 +89,7 @@ def _decode_rows(rig: str, data_dir=None) -> list[dict]:
 
 
 def _single_rows(rig: str, data_dir=None) -> list[dict]:
-    from ..records.store import load_points, pass_summary
+    from ...records.store import load_points, pass_summary
 
     rows = []
     for pt in load_points("01-hit-the-wall", data_dir, [rig]):
@@ -101,10 +103,10 @@ def _single_rows(rig: str, data_dir=None) -> list[dict]:
 
 
 def _flood_rows(rig: str, data_dir=None) -> list[dict]:
-    from . import p03
+    from ..p03 import PART as PART3
 
     try:
-        table = p03.sweep_table(data_dir, [rig])
+        table = PART3.tables(data_dir, [rig])["sweep"]
     except (KeyError, ValueError, FileNotFoundError):
         return []
     rows = []
@@ -124,9 +126,9 @@ def _flood_rows(rig: str, data_dir=None) -> list[dict]:
 def _admission_rows(rig: str, frozen_rows: pd.DataFrame, data_dir=None) -> list[dict]:
     """The admission a start of each model logged, at the utilization it ran, at the series' lengths and
     max_num_seqs (predict._workload) where such a start exists."""
-    from ..model.kvcache import pool_from_report
-    from ..model.modelshape import ModelShape
-    from ..records.store import log_startup, open_artefact
+    from ...model.kvcache import pool_from_report
+    from ...model.modelshape import ModelShape
+    from ...records.store import log_startup, open_artefact
     from . import predict
 
     w = predict._workload(data_dir)
@@ -167,12 +169,12 @@ def _key(frame: pd.DataFrame) -> pd.Series:
 
 
 def table(rig: str, data_dir=None, today: bool = False, model: str | None = None) -> pd.DataFrame:
-    """A frozen prediction of `rig`'s GPU (`model`: None for parts/predict.py's, "refit") beside what the rig
+    """A frozen prediction of `rig`'s GPU (`model`: None for parts/p00/predict.py's, "refit") beside what the rig
     measured: one row per quantity measured, with the signed error. Empty where the rig names no datasheet row, its
     row has no such frozen prediction, or nothing of it is measured yet. `today`: also what the model says now
     (`today`, `today_error_pct`), a later model than the frozen one wherever the two differ: shown beside the frozen
     prediction under its own name, never in its place."""
-    from ..run.rig import load_profile
+    from ...run.rig import load_profile
 
     key = load_profile(rig, data_dir).datasheet
     pred = frozen(key, data_dir, model) if key else None
@@ -275,7 +277,7 @@ def sentences(val: pd.DataFrame, frozen_rows: pd.DataFrame | None = None) -> lis
 def section(rig: str, data_dir=None, model: str | None = None) -> dict | None:
     """What the chapter shows of one of `rig`'s frozen predictions: its sentences and its table as read (None where
     the rig has no such frozen prediction or has measured none of it yet)."""
-    from ..run.rig import load_profile
+    from ...run.rig import load_profile
 
     val = table(rig, data_dir, today=True, model=model)
     if not len(val):

@@ -19,7 +19,7 @@ import math
 import pandas as pd
 
 from . import predict
-from ..measure.analysis import round_sig
+from ...measure.analysis import round_sig
 
 # per part: (step-model variant, the part's own name for the model in its tables; part 1 has one model)
 PART_MODELS = {1: [("4b", None)], 3: [("4b", "main"), ("0.5b", "small")], 5: [("9b-fp16", "fp16"), ("9b-int4", "int4")]}
@@ -32,9 +32,10 @@ EXTRA = ["prompt_per_step", "decode_batch", "decode_over_line"]
 
 def _models(data_dir, rig: str) -> tuple[dict | None, dict | None]:
     """(the step models, part 0's view of the rig) — predict.build's, with the view kept for its measured steps."""
-    from . import p00
+    from .tables import page_tables
+    from .view import rig_view
 
-    view = p00.rig_view(rig, p00.page_tables(data_dir, [rig]), None, data_dir)
+    view = rig_view(rig, page_tables(data_dir, [rig]), None, data_dir)
     page = predict.page(view, data_dir)  # None where the rig has no step model of the 4B
     return (page["models"] if page else None), view
 
@@ -81,54 +82,82 @@ def _flood_rows(m, gpu, variant: str, floods: pd.DataFrame, ctx: float, view: di
     return rows, none
 
 
-def part_table(part: int, data_dir=None, rig: str = predict.RIG) -> tuple[pd.DataFrame, int]:
-    """(rows, floods without a steady window) of part `part`'s measurements on `rig` against the step model that
-    part 0's points on `rig` give; no rows where the rig has no step model or the part has no points there."""
-    from .. import parts
+def _context(part, rig: str, data_dir) -> float:
+    """The mean context of a decode step of the asking part's workload on the rig (its PART's parameters there):
+    the prompt plus half the output."""
+    from ..protocol import rig_parameters
 
+    p = rig_parameters(part, rig, data_dir)
+    return int(p["input_len"]) + int(p["output_len"]) / 2
+
+
+def _part1_rows(models: dict, gpu, data_dir, rig: str, view: dict | None) -> tuple[list[dict], int]:
+    """Part 1's decode points and its flood (its tables, through its PART)."""
+    from ..p01 import PART as PART1
+
+    ctx = _context(PART1, rig, data_dir)
+    (variant, _), = PART_MODELS[1]
+    if variant not in models:
+        return [], 0
+    m, t = models[variant], PART1.tables(data_dir, [rig])
+    rows = _decode_rows(m, gpu, variant, t["decode"], "step_ms", ctx)
+    rates = t["rates"]
+    got, none = _flood_rows(m, gpu, variant, rates[rates["offered_rate_rps"] == math.inf], ctx, view)
+    return rows + got, none
+
+
+def _part3_rows(models: dict, gpu, data_dir, rig: str, view: dict | None) -> tuple[list[dict], int]:
+    """Part 3's floods of each model (its tables, through its PART)."""
+    from ..p03 import PART as PART3
+
+    ctx = _context(PART3, rig, data_dir)
+    sweep = PART3.tables(data_dir, [rig])["sweep"]
+    rows, none = [], 0
+    for variant, name in PART_MODELS[3]:
+        if variant in models:
+            got, n = _flood_rows(models[variant], gpu, variant,
+                                 sweep[sweep["model"] == name].sort_values("max_num_seqs"), ctx, view)
+            rows, none = rows + got, none + n
+    return rows, none
+
+
+def _part5_rows(models: dict, gpu, data_dir, rig: str, view: dict | None) -> tuple[list[dict], int]:
+    """Part 5's decode points and floods of each format (variants.point_table, the wing parts 5 and 6 share)."""
+    from ..p05 import PART as PART5
+    from ..variants import point_table
+
+    ctx = _context(PART5, rig, data_dir)
+    pts = point_table(data_dir, [rig], part="05-four-bits")
+    rows, none = [], 0
+    for variant, fmt in PART_MODELS[5]:
+        if variant not in models or not len(pts):
+            continue
+        mine = pts[pts["format"] == fmt]
+        rows += _decode_rows(models[variant], gpu, variant, mine[mine["kind"] == "decode"], "itl_p50_ms", ctx)
+        got, n = _flood_rows(models[variant], gpu, variant,
+                             mine[mine["kind"] == "flood"].sort_values("max_num_seqs"), ctx, view)
+        rows, none = rows + got, none + n
+    return rows, none
+
+
+PART_ROWS = {1: _part1_rows, 3: _part3_rows, 5: _part5_rows}  # the parts whose measurements the model predicts
+
+
+def part_table(part: int | str, data_dir=None, rig: str = predict.RIG) -> tuple[pd.DataFrame, int]:
+    """(rows, floods without a steady window) of part `part`'s measurements (its number or name) on `rig` against
+    the step model that part 0's points on `rig` give; no rows where the rig has no step model or the part has no
+    points there."""
+    from ...schema import part_number
+
+    number = part_number(part)
+    if number not in PART_ROWS:
+        raise ValueError(f"part {part} has no measurements the step model predicts (parts 1, 3, 5 do)")
     empty = pd.DataFrame(columns=COLUMNS + EXTRA), 0
     models, view = _models(data_dir, rig)
     if not models:
         return empty
     gpu = predict.gpus(data_dir)[predict.H200_KEY]
-    p = parts.parameters(part, rig, data_dir)
-    i, o = int(p["input_len"]), int(p["output_len"])
-    ctx = i + o / 2
-    rows, none = [], 0
-    if part == 1:
-        from . import p01
-
-        (variant, _), = PART_MODELS[1]
-        if variant not in models:
-            return empty
-        m = models[variant]
-        rows += _decode_rows(m, gpu, variant, p01.decode_table(data_dir, [rig]), "step_ms", ctx)
-        rates = p01.rate_table(data_dir, [rig])
-        got, n = _flood_rows(m, gpu, variant, rates[rates["offered_rate_rps"] == math.inf], ctx, view)
-        rows, none = rows + got, none + n
-    elif part == 3:
-        from .p03 import sweep_table
-
-        sweep = sweep_table(data_dir, [rig])
-        for variant, name in PART_MODELS[3]:
-            if variant in models:
-                got, n = _flood_rows(models[variant], gpu, variant,
-                                     sweep[sweep["model"] == name].sort_values("max_num_seqs"), ctx, view)
-                rows, none = rows + got, none + n
-    elif part == 5:
-        from .variants import point_table
-
-        pts = point_table(data_dir, [rig], part="05-four-bits")
-        for variant, fmt in PART_MODELS[5]:
-            if variant not in models or not len(pts):
-                continue
-            mine = pts[pts["format"] == fmt]
-            rows += _decode_rows(models[variant], gpu, variant, mine[mine["kind"] == "decode"], "itl_p50_ms", ctx)
-            got, n = _flood_rows(models[variant], gpu, variant,
-                                 mine[mine["kind"] == "flood"].sort_values("max_num_seqs"), ctx, view)
-            rows, none = rows + got, none + n
-    else:
-        raise ValueError(f"part {part} has no measurements the step model predicts (parts 1, 3, 5 do)")
+    rows, none = PART_ROWS[number](models, gpu, data_dir, rig, view)
     return pd.DataFrame(rows, columns=COLUMNS + EXTRA), none
 
 
@@ -185,15 +214,19 @@ def words(table: pd.DataFrame, none: int, rig: str = predict.RIG) -> str:
     return text
 
 
-def sections(part: int, data_dir=None, shown: list[str] | None = None) -> list[tuple[str, pd.DataFrame, str]]:
+def sections(part: int | str, data_dir=None, shown: list[str] | None = None) -> list[tuple[str, pd.DataFrame, str]]:
     """(rig, table as shown, paragraph) for each rig the part's page shows that also ran part 0: what the page's
-    section "What the step chapter measured" prints under the chapter's answers."""
-    from .. import parts
-    from ..records.store import rigs_with_data
+    section "What the step chapter measured" prints under the chapter's answers; none for a part whose
+    measurements the step model does not predict (PART_ROWS)."""
+    from ...records.store import rigs_with_data
+    from ..protocol import page_rigs
+    from ...schema import part_number
 
+    if part_number(part) not in PART_ROWS:
+        return []
     have0 = set(rigs_with_data(0, data_dir))
     out = []
-    for rig in [r for r in (shown or parts.page_rigs(part, data_dir)) if r in have0]:
+    for rig in [r for r in (shown or page_rigs(part, data_dir)) if r in have0]:
         table, none = part_table(part, data_dir, rig)
         if len(table) or none:
             out.append((rig, shown_table(table), words(table, none, rig)))

@@ -54,11 +54,11 @@ import re
 
 import pandas as pd
 
-from ..run import trace
-from . import p02
-from .p00 import STEP_FAMILIES, step_family
-from ..records.store import load_points, open_artefact, read_artefact
-from .. import words
+from ...run import trace
+from .. import p02
+from .families import STEP_FAMILIES, step_family
+from ...records.store import load_points, open_artefact, read_artefact
+from ... import words
 
 # part 0's families (p00.STEP_FAMILIES, each once, in its order) and the table's short key for each
 FAMILY_KEYS = {"recurrent state (GDN)": "gdn", "attention": "attention", "sampling": "sampling",
@@ -182,9 +182,9 @@ PART2, PART0 = "part 2", "part 0"  # `source`: whose sessions a row's window com
 def sources(data_dir=None, rigs: list[str] | None = None) -> list[tuple[str, list, list]]:
     """(source, traced points, untraced points): part 2's sessions on the rig's model, and part 0's (p00.mixed_points:
     the same sessions on part 0's other models)."""
-    from . import p00
+    from .plan import MIXED_KINDS, NAME
 
-    part0 = [pt for pt in load_points(p00.NAME, data_dir, rigs) if pt.params.get("kind") in p00.MIXED_KINDS]
+    part0 = [pt for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") in MIXED_KINDS]
     return [(PART2, [pt for pt in load_points(p02.NAME, data_dir, rigs) if pt.params.get("kind") == "trace"],
              p02.measured_points(data_dir, rigs)),
             (PART0, [pt for pt in part0 if pt.params["kind"] == "mixed-trace"],

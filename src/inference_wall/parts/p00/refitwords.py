@@ -1,10 +1,10 @@
-"""What the chapter says of the refit (parts/refit.py): which resource each part of the step follows, and how far the
+"""What the chapter says of the refit (parts/p00/refit.py): which resource each part of the step follows, and how far the
 model carries when it is fitted on one measured GPU and asked about another, every number from the tables."""
 from __future__ import annotations
 
 import pandas as pd
 
-from ..words import join_and, percent, sig
+from ...words import join_and, percent, sig
 
 LOO_HEADERS = {"quantity": "quantity", "at": "at", "fit": "fitted on", "target": "predicted for",
                "predicted": "predicted", "measured": "measured", "error_pct": "error",
@@ -46,7 +46,7 @@ def resources_shown(cls: pd.DataFrame) -> pd.DataFrame:
 def _host_wait(fits: dict, fit: str, target: str) -> str:
     """Where the target's GPU waited on its host at a traced batch and the fit GPU's did not: that wait, in words
     (the one part of a step the fit GPU cannot show); '' where there is none."""
-    from .refit import HOST_BOUND
+    from .refitmodel import HOST_BOUND
 
     if fit not in fits or target not in fits:
         return ""

@@ -1,0 +1,268 @@
+"""Part 0's tables: the only file of the part's page that reads the data dir (the points, the traces, the
+clients' floods, the shapes a step reads)."""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from ...records.store import load_points, open_artefact, pass_summary, read_artefact
+from ...run.sweep import PointPlan
+from .families import ATTENTION_MAIN, COMPONENTS, FILTER_KERNELS, LINEAR_KERNEL, quant_matmul_ms, step_family
+from .plan import DEFAULTS, MIXED_KINDS, NAME, plan, served_presets
+
+
+def _fmt(preset: str) -> str:
+    return "int4" if "int4" in preset else "fp16"
+
+
+def shape_bytes(preset: str, data_dir=None) -> dict:
+    """What one decode step must move, from the shapes: the language model's weights (weightbytes), each
+    sequence's recurrent state read and written (Gated DeltaNet layers), each token of context's K and V read."""
+    from ...model.modelshape import ModelShape
+    from ...model.modelshape import preset_decode_bytes
+
+    shape = ModelShape.of(preset, data_dir)
+    b = preset_decode_bytes(preset, _fmt(preset), data_dir)
+    return {"weights_bytes": b.total, "quantized_bytes": b.quantized, "gemm16_bytes": b.unquantized_linear + b.head,
+            "state_bytes_per_seq": shape.state_bytes_per_seq, "kv_bytes_per_token": shape.kv_bytes_per_token,
+            "attention_layers": shape.attention_layers, "recurrent_layers": shape.recurrent_layers}
+
+
+def _window(pt, batch: int):
+    """(window, kind, the pass's largest running batch, why it has no window): the pure-decode window of the pass,
+    else the window that lets refills' prefills ride along ('with prefills'), else None and the reason
+    (steady.no_decode_window's words, or that the pass was not polled)."""
+    from ...records.poller import artefact_name, poll_table
+    from ...measure.steady import decode_window, no_decode_window
+
+    try:
+        frame = poll_table(open_artefact(pt.path, artefact_name("bench")))
+    except FileNotFoundError:
+        return None, None, math.nan, "not polled: the pass has no poll artefact"
+    top = float(frame["running"].max()) if len(frame) else math.nan
+    pure = decode_window(frame, batch)
+    if pure is not None:
+        return pure, "pure decode", top, None
+    mixed = decode_window(frame, batch, allow_prefill=True)
+    if mixed is not None:
+        return mixed, "with prefills", top, None
+    return None, None, top, no_decode_window(frame, batch)
+
+
+def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """One row per point: what it varied, the pure-decode window's step (engine counters) and the client's view."""
+    rows = []
+    for pt in load_points(NAME, data_dir, rigs):
+        p = pt.params
+        if p.get("kind") in MIXED_KINDS:  # part 2's passes on this part's models: mixed.py reads them
+            continue
+        s = pass_summary(pt)
+        w, window, top, no_window = _window(pt, int(p["batch"]))
+        halves = w.halves_ms if w else ()
+        rows.append({"rig": pt.rig, "point": pt.name, "variant": p.get("variant"), "preset": p.get("preset"),
+                     "kind": p.get("kind"), "sampling": p.get("sampling"), "async": bool(p.get("async", True)),
+                     "base": p.get("base"), "batch": int(p["batch"]), "input_len": p.get("input_len"),
+                     "output_len": p.get("output_len"),
+                     "context": (p.get("input_len") or 0) + (p.get("output_len") or 0) / 2,
+                     "step_ms": w.step_ms if w else math.nan, "window": window, "no_window": no_window,
+                     "step_lo_ms": min(halves) if halves else math.nan, "step_hi_ms": max(halves) if halves else math.nan,
+                     "prompt_per_step": w.prompt / w.steps if w and w.steps else math.nan,
+                     "running_max_window": w.running_max if w else math.nan, "running_max_pass": top,
+                     "window_s": w.duration_s if w else math.nan,
+                     "window_steps": w.steps if w else math.nan,
+                     "tokens_per_step": w.tokens_per_step if w else math.nan,
+                     "window_tok_s": w.output_tok_s if w else math.nan,
+                     "itl_p50_ms": s["itl_p50_ms"], "tpot_p50_ms": s["tpot_p50_ms"], "output_tok_s": s["output_tok_s"],
+                     "duration_s": s["duration_s"],
+                     "bandwidth_gb_s": pt.record.rig_info.get("hbm_bandwidth_gb_s"),
+                     "session_id": pt.record.session.id if pt.record.session else None,
+                     "session_index": pt.record.session.index if pt.record.session else None,
+                     "linear_kernel": linear_kernel(pt) if pt.record.session and pt.record.session.has_startup
+                     else None})
+    cols = ["rig", "point", "variant", "preset", "kind", "sampling", "async", "base", "batch", "input_len", "output_len",
+            "context", "step_ms", "window", "no_window", "step_lo_ms", "step_hi_ms", "prompt_per_step", "running_max_window",
+            "running_max_pass", "window_s", "window_steps", "tokens_per_step", "window_tok_s", "itl_p50_ms",
+            "tpot_p50_ms", "output_tok_s", "duration_s", "bandwidth_gb_s", "session_id", "session_index",
+            "linear_kernel"]
+    frame = pd.DataFrame(rows, columns=cols)
+    frame["after_trace"] = after_trace(frame)
+    return frame
+
+
+def after_trace(frame: pd.DataFrame) -> pd.Series:
+    """Per point: whether a profiler window ran before it in the same server (a trace point of its session with a
+    lower index). The plan puts each server's traces last; a point run after one (by an explicit --points order) is
+    flagged, and the step curves leave it out: the server that has run the profiler is not the stock one."""
+    traced = frame[frame["kind"] == "trace"].dropna(subset=["session_id", "session_index"])
+    first = traced.groupby("session_id")["session_index"].min().to_dict()
+    return pd.Series([bool(k != "trace" and sid in first and idx is not None and idx == idx and idx > first[sid])
+                      for k, sid, idx in zip(frame["kind"], frame["session_id"], frame["session_index"])],
+                     index=frame.index, dtype=bool)
+
+
+def linear_kernel(pt) -> str | None:
+    """The matmul kernel vLLM chose for a quantized model's linear layers, as its start logged it
+    ("Using MacheteLinearKernel for AutoGPTQLinearMethod"); None where the start logged none (fp16)."""
+    try:
+        m = LINEAR_KERNEL.search(pt.server_log())
+    except FileNotFoundError:
+        return None
+    return m.group(1) if m else None
+
+
+def trace_steps(kernels: dict, shape: dict) -> float:
+    """Steps in a traced window, counted from the trace itself: every step runs each attention layer's kernel once
+    (flash attention, any variant) and, on a hybrid model, each recurrent layer's state kernel once (decode or
+    chunked prefill); the larger of the two counts over its layers (a step missing from both would be one
+    without attention at all)."""
+    attn = sum(c for n, (c, _) in kernels.items()
+               if re.search(ATTENTION_MAIN, n.lower()) and "combine" not in n.lower())
+    rec = sum(c for n, (c, _) in kernels.items()
+              if re.search(r"fused_recurrent_gated_delta|chunk_gated_delta_rule_fwd_kernel_h", n.lower()))
+    out = []
+    if shape["attention_layers"] and attn:
+        out.append(attn / shape["attention_layers"])
+    if shape["recurrent_layers"] and rec:
+        out.append(rec / shape["recurrent_layers"])
+    return max(out) if out else math.nan
+
+
+def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """One row per (traced point, family): GPU milliseconds per step in the traced window, the steps counted in the
+    trace, whether a step in it computed prompt tokens (a chunked-prefill kernel ran: not pure decode), and the
+    window's wall time per step (the span of its kernels over its steps; the profiler slows the steps it records)."""
+    rows = []
+    for pt in load_points(NAME, data_dir, rigs):
+        if pt.params.get("kind") != "trace":
+            continue
+        summary = json.loads(read_artefact(pt.path, "trace-summary.json"))
+        shape = shape_bytes(pt.params["preset"], data_dir)
+        for w in summary.get("windows", []):
+            for sm in w.get("summaries", []):
+                kernels = sm.get("kernels") or {}
+                steps = trace_steps(kernels, shape)
+                mixed = any("chunk_gated_delta_rule_fwd" in n.lower() for n in kernels)
+                fams: dict[str, float] = {}
+                for n, (_, ms) in kernels.items():
+                    fams[step_family(n)] = fams.get(step_family(n), 0.0) + ms
+                topk = sum(t for n, (_, t) in kernels.items() if re.search(FILTER_KERNELS, n.lower()))
+                quant = quant_matmul_ms(kernels)
+                for fam in COMPONENTS[:-1]:
+                    rows.append({"rig": pt.rig, "point": pt.name, "variant": pt.params["variant"],
+                                 "batch": int(pt.params["batch"]), "device": sm.get("device"), "family": fam,
+                                 "ms_per_step": fams.get(fam, 0.0) / steps if steps else math.nan,
+                                 "steps": steps, "mixed": mixed, "busy_ms_per_step": sm["busy_ms"] / steps if steps else math.nan,
+                                 "span_ms_per_step": sm["span_ms"] / steps if steps else math.nan,
+                                 "filter_ms_per_step": topk / steps if steps else math.nan,
+                                 "quant_mm_ms_per_step": quant / steps if steps else math.nan})
+    return pd.DataFrame(rows, columns=["rig", "point", "variant", "batch", "device", "family", "ms_per_step", "steps",
+                                       "mixed", "busy_ms_per_step", "span_ms_per_step", "filter_ms_per_step",
+                                       "quant_mm_ms_per_step"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Clients: one flood from one `vllm bench serve` process, and the same flood shared by several at once
+# ---------------------------------------------------------------------------------------------
+
+CLIENT_COLUMNS = ["rig", "point", "variant", "clients", "client", "prompts", "completed", "start", "end", "duration_s",
+                  "output_tok_s", "ttft_p50_ms", "itl_p50_ms"]
+
+
+def client_runs(pt) -> pd.DataFrame:
+    """One row per client of a point's measured pass, from its own result JSON: its prompts, its main run in epoch
+    seconds (its process's end, recorded by the sweep, less the run's duration), and its own figures. A pass of
+    one client has no `clients` record: the pass's own end and result."""
+    rec = pt.passes("measured")[0]
+    entries = rec.get("clients") or [{"client": 1, "result": rec["result"], "num_prompts": rec["spec"]["num_prompts"],
+                                      "ended": rec["ended"]}]
+    rows = []
+    for c in entries:
+        b = pt.bench(Path(c["result"]).stem)
+        rows.append({"rig": pt.rig, "point": pt.name, "variant": pt.params.get("variant"), "clients": len(entries),
+                     "client": int(c["client"]), "prompts": int(c["num_prompts"]), "completed": b.completed,
+                     "start": float(c["ended"]) - b.duration_s, "end": float(c["ended"]), "duration_s": b.duration_s,
+                     "output_tok_s": b.output_throughput, "ttft_p50_ms": b.ms("ttft", "p50"),
+                     "itl_p50_ms": b.ms("itl", "p50")})
+    return pd.DataFrame(rows, columns=CLIENT_COLUMNS)
+
+
+def window_rates(frame: pd.DataFrame, t0: float, t1: float) -> dict:
+    """The engine's counters (poller.poll_frame) over the polls inside [t0, t1] (epoch seconds): steps and generated
+    tokens per second between the first and the last of them, the step's period, the mean running batch, and the
+    output rate over each half of the polls (low and high: the window's own spread). NaN each where fewer than three
+    polls fall inside."""
+    f = frame[(frame["t"] >= t0) & (frame["t"] <= t1)].dropna(subset=["steps_total", "generation_tokens_total"])
+    out = dict.fromkeys(["window_s", "polls", "steps_per_s", "step_ms", "tok_s", "tok_s_lo", "tok_s_hi",
+                         "running_mean"], math.nan)
+    out["polls"] = len(f)
+    if len(f) < 3:
+        return out
+
+    def rate(a, b, col):
+        dt = float(b["t"] - a["t"])
+        return float(b[col] - a[col]) / dt if dt > 0 else math.nan
+
+    first, mid, last = f.iloc[0], f.iloc[len(f) // 2], f.iloc[-1]
+    halves = [rate(first, mid, "generation_tokens_total"), rate(mid, last, "generation_tokens_total")]
+    steps_per_s = rate(first, last, "steps_total")
+    out.update(window_s=float(last["t"] - first["t"]), steps_per_s=steps_per_s,
+               step_ms=1000 / steps_per_s if steps_per_s and steps_per_s > 0 else math.nan,
+               tok_s=rate(first, last, "generation_tokens_total"), tok_s_lo=min(halves), tok_s_hi=max(halves),
+               running_mean=float(f["running"].mean()))
+    return out
+
+
+CLIENTS_COLUMNS = ["rig", "point", "variant", "clients", "prompts", "cap", "window_s", "polls", "steps_per_s", "step_ms",
+                   "tok_s", "tok_s_lo", "tok_s_hi", "running_mean", "clients_tok_s"]
+
+
+def clients_table(data_dir=None, rigs: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per point, per client) of the clients points: per point the server's rates over the clients' common window
+    (from the latest client's start to the earliest client's end; window_rates of its polls) and the sum of what the
+    clients reported; per client, client_runs."""
+    from ...records.poller import artefact_name, poll_table
+
+    points, each = [], []
+    for pt in load_points(NAME, data_dir, rigs):
+        if pt.params.get("kind") != "clients":
+            continue
+        runs = client_runs(pt)
+        each.append(runs)
+        try:
+            frame = poll_table(open_artefact(pt.path, artefact_name("bench")))
+        except FileNotFoundError:
+            frame = pd.DataFrame(columns=["t", "steps_total", "generation_tokens_total", "running"])
+        rates = window_rates(frame, float(runs["start"].max()), float(runs["end"].min()))
+        points.append({"rig": pt.rig, "point": pt.name, "variant": pt.params.get("variant"),
+                       "clients": int(pt.params.get("clients", len(runs))), "prompts": int(runs["prompts"].sum()),
+                       "cap": int(pt.record.max_num_seqs), **rates,
+                       "clients_tok_s": float(runs["output_tok_s"].sum())})
+    per_client = pd.concat(each, ignore_index=True) if each else pd.DataFrame(columns=CLIENT_COLUMNS)
+    return pd.DataFrame(points, columns=CLIENTS_COLUMNS), per_client
+
+
+def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
+    clients, client_rows = clients_table(data_dir, rigs)
+    return {"points": point_table(data_dir, rigs), "trace": trace_table(data_dir, rigs), "clients": clients,
+            "client_runs": client_rows}
+
+
+def unmeasured(rig: str, data_dir=None) -> list[PointPlan]:
+    """The points of the rig's plan that have no complete point yet."""
+    done = {pt.name for pt in load_points(NAME, data_dir, [rig])}
+    return [pt for pt in rig_plan(rig, data_dir) if pt.name not in done]
+
+
+def rig_plan(rig: str, data_dir=None) -> list[PointPlan]:
+    """The rig's plan of this part (parts.plan's, from the part's own pieces: no registry of parts): its parameters
+    on the rig, the KV pool of each model it serves."""
+    from ...run.rig import load_profile
+    from ..protocol import parameters_for, pools_for
+
+    profile = load_profile(rig, data_dir)
+    params = parameters_for(NAME, DEFAULTS, profile)
+    return plan(params, profile, pools_for(NAME, served_presets(params, profile), profile, data_dir))
