@@ -121,7 +121,9 @@ def test_each_part_that_draws_charts_has_its_figures_module():
 
     from inference_wall import figures
 
-    parts = sorted(p.stem for p in (SRC / "parts").glob("p[0-9][0-9].py"))
+    # a part is parts/pNN.py or, since the parts moved into folders, parts/pNN/ (a package)
+    parts = sorted({p.stem for p in (SRC / "parts").glob("p[0-9][0-9]*")
+                    if p.suffix == ".py" or (p / "__init__.py").is_file()})
     assert parts, "no part modules found"
     drawn = [n for n in parts
              if any("figures.show(" in nb.read_text() for nb in (ROOT / "notebooks").glob(f"{n[1:]}-*.md"))]
