@@ -161,16 +161,16 @@ def prefill_rate(view: dict, h200: Gpu, data_dir=None) -> tuple[float, str]:
     """The fraction of the h200's dense peak that part 2's solo prefill reached (chunking off; the shortest prompt
     measured): 2 x the 4B's matmul parameters x tokens / peak over the measured TTFT."""
     from ...model.modelshape import ModelShape
-    from .. import p02
+    from .. import injections
 
     try:
-        inj = p02.injection_table(data_dir, [view["rig"]])
-        fr = p02.freeze_table(inj)
+        inj = injections.injection_table(data_dir, [view["rig"]])
+        fr = injections.freeze_table(inj)
     except (UserError, FileNotFoundError, KeyError, ValueError) as exc:  # no part 2 data on this rig
         return math.nan, f"no part 2 prefill on {view['rig']} ({exc})"
     params = ModelShape.of("qwen3.5-4b", data_dir).matmul_params
-    roof = p02.roofline_table(fr, data_dir, params_by_rig={view["rig"]: params},
-                              peaks={view["rig"]: {"peak_dense_tflops": h200.tflops, "peak_source": "datasheet"}})
+    roof = injections.roofline_table(fr, {view["rig"]: {"peak_dense_tflops": h200.tflops, "peak_source": "datasheet"}},
+                                     data_dir, params_by_rig={view["rig"]: params})
     roof = roof[roof["rig"] == view["rig"]].sort_values("prompt_len")
     if not len(roof):
         return math.nan, f"no part 2 prefill on {view['rig']}"
