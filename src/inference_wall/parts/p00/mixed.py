@@ -48,7 +48,6 @@ server at the same budget, its TTFT over the steps the log shows carrying it; wi
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 
@@ -58,7 +57,7 @@ from ...run import trace
 from .. import injections
 from ..injections import OFF
 from .families import STEP_FAMILIES, step_family
-from ...records.store import load_points, open_artefact, read_artefact
+from .tables import PART0, PART2, mixed_inputs
 from ... import words
 
 # part 0's families (p00.STEP_FAMILIES, each once, in its order) and the table's short key for each
@@ -145,17 +144,6 @@ def _top(known: dict, family: str, pattern: str | None = None) -> tuple[str | No
     return short_name(name), ms
 
 
-def _raw_kernels(pt, window: dict, summary: dict) -> dict | None:
-    """The kernel table of a window's raw trace where the point kept it, else None."""
-    if summary.get("file") not in (window.get("kept") or []):
-        return None
-    try:
-        path = open_artefact(pt.path, f"trace-{window['window']}-{summary['file']}")
-    except FileNotFoundError:
-        return None
-    return trace.kernel_table(trace.read_trace(path))
-
-
 def _untraced(inj: pd.DataFrame, steps: pd.DataFrame, rig: str, budget: int, n: int) -> dict:
     """The untraced injections' TTFT, mean step that carried the prompt, unchunked prefill and its share, and the
     background's decode-only gap between tokens (the median of the injections' baselines: a decode step of the same
@@ -177,35 +165,17 @@ def _untraced(inj: pd.DataFrame, steps: pd.DataFrame, rig: str, budget: int, n: 
             "decode_itl_ms": float(same["baseline_itl_ms"].median()) if len(same) else math.nan}
 
 
-PART2, PART0 = "part 2", "part 0"  # `source`: whose sessions a row's window comes from
-
-
-def sources(data_dir=None, rigs: list[str] | None = None) -> list[tuple[str, list, list]]:
-    """(source, traced points, untraced points): part 2's sessions on the rig's model, and part 0's (p00.mixed_points:
-    the same sessions on part 0's other models)."""
-    from .plan import MIXED_KINDS, NAME
-
-    part0 = [pt for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") in MIXED_KINDS]
-    return [(PART2, [pt for pt in load_points(injections.NAME, data_dir, rigs) if pt.params.get("kind") == "trace"],
-             injections.measured_points(data_dir, rigs)),
-            (PART0, [pt for pt in part0 if pt.params["kind"] == "mixed-trace"],
-             [pt for pt in part0 if pt.params["kind"] == "mixed"])]
-
-
 def mixed_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     """One row per traced configuration of part 2, and of part 0's sessions of the same kind on its other models
-    (see the module's docstring for every column; `model`: the preset served, `source`: whose sessions)."""
-    rows = []
-    for source, traced, untraced in sources(data_dir, rigs):
-        groups: dict[tuple, tuple] = {}
-        for pt in traced:
-            key = (pt.rig, pt.record.preset)
-            if key not in groups:
-                inj = injections.injections_of([u for u in untraced if (u.rig, u.record.preset) == key])
-                groups[key] = (inj, injections.chunk_step_table(inj))
-            row = _row(pt, *groups[key])
-            if row is not None:
-                rows.append({**row, "model": pt.record.preset, "source": source})
+    (see the module's docstring for every column; `model`: the preset served, `source`: whose sessions), from what
+    tables.mixed_inputs read of them."""
+    rows, steps = [], {}
+    for source, pt, read, inj in mixed_inputs(data_dir, rigs):
+        if id(inj) not in steps:  # one table of chunk steps per group of untraced injections
+            steps[id(inj)] = injections.chunk_step_table(inj)
+        row = _row(pt, read, inj, steps[id(inj)])
+        if row is not None:
+            rows.append({**row, "model": pt.record.preset, "source": source})
     out = pd.DataFrame(rows, columns=COLUMNS)
     order = out["budget"].where(out["budget"] != OFF, 10**9)
     rank = out["source"].map({PART2: 0, PART0: 1})
@@ -213,19 +183,15 @@ def mixed_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
             .drop(columns=["_o", "_s"]).reset_index(drop=True))
 
 
-def _row(pt, inj: pd.DataFrame, steps: pd.DataFrame) -> dict | None:
-    """One traced configuration's row (see the module's docstring), None where its injection window holds no trace."""
-    summary = json.loads(read_artefact(pt.path, "trace-summary.json"))
-    window = next((w for w in summary.get("windows", []) if w["window"] == "injection" and w.get("summaries")), None)
-    if window is None:
+def _row(pt, read: dict | None, inj: pd.DataFrame, steps: pd.DataFrame) -> dict | None:
+    """One traced configuration's row (see the module's docstring) from what tables.traced_window read of it, None
+    where its injection window holds no trace."""
+    if read is None:
         return None
-    sm = window["summaries"][0]
+    sm, kernels, rec, ours = read["summary"], read["kernels"], read["record"], read["injections"]
     budget, n = int(pt.params["budget"]), int(pt.params["prompt_len"])
-    kernels = _raw_kernels(pt, window, sm)
     split = family_split(sm, kernels)
     check = misplaced_ms(family_split(sm)["families"], split["families"]) if kernels is not None else math.nan
-    rec = json.loads(read_artefact(pt.path, "bench-inject.json"))["injections"][0]
-    ours = injections.point_injections(pt)
     logged = int(ours["prefill_steps"].iloc[0]) if len(ours) else 0
     formula = 1 if budget == OFF else math.ceil(n / budget)
     chunk_steps = logged or formula

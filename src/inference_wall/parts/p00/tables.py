@@ -1,5 +1,5 @@
 """Part 0's tables: the only file of the part's page that reads the data dir (the points, the traces, the
-clients' floods, the shapes a step reads)."""
+clients' floods, the shapes a step reads, the mixed steps' traced windows and untraced injections)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from ...records.store import load_points, open_artefact, pass_summary, read_artefact
+from ...run import trace
 from ...run.sweep import PointPlan
+from .. import injections
 from .families import ATTENTION_MAIN, COMPONENTS, FILTER_KERNELS, LINEAR_KERNEL, quant_matmul_ms, step_family
 from .plan import DEFAULTS, MIXED_KINDS, NAME, plan, served_presets
 
@@ -243,6 +245,58 @@ def clients_table(data_dir=None, rigs: list[str] | None = None) -> tuple[pd.Data
                        "clients_tok_s": float(runs["output_tok_s"].sum())})
     per_client = pd.concat(each, ignore_index=True) if each else pd.DataFrame(columns=CLIENT_COLUMNS)
     return pd.DataFrame(points, columns=CLIENTS_COLUMNS), per_client
+
+
+PART2, PART0 = "part 2", "part 0"  # `source` of a mixed step's row: whose sessions its window comes from
+
+
+def mixed_sources(data_dir=None, rigs: list[str] | None = None) -> list[tuple[str, list, list]]:
+    """(source, traced points, untraced points): part 2's sessions on the rig's model, and part 0's (p00.mixed_points:
+    the same sessions on part 0's other models)."""
+    part0 = [pt for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") in MIXED_KINDS]
+    return [(PART2, [pt for pt in load_points(injections.NAME, data_dir, rigs) if pt.params.get("kind") == "trace"],
+             injections.measured_points(data_dir, rigs)),
+            (PART0, [pt for pt in part0 if pt.params["kind"] == "mixed-trace"],
+             [pt for pt in part0 if pt.params["kind"] == "mixed"])]
+
+
+def _raw_kernels(pt, window: dict, summary: dict) -> dict | None:
+    """The kernel table of a window's raw trace where the point kept it, else None."""
+    if summary.get("file") not in (window.get("kept") or []):
+        return None
+    try:
+        path = open_artefact(pt.path, f"trace-{window['window']}-{summary['file']}")
+    except FileNotFoundError:
+        return None
+    return trace.kernel_table(trace.read_trace(path))
+
+
+def traced_window(pt) -> dict | None:
+    """What a mixed step's row reads of one traced point (mixed._row): its injection window's `summary` (the first of
+    trace.summarise's), the raw trace's `kernels` where kept (else None), the long prompt's bench-inject `record` and
+    its `injections` (injections.point_injections); None where the injection window holds no trace."""
+    summary = json.loads(read_artefact(pt.path, "trace-summary.json"))
+    window = next((w for w in summary.get("windows", []) if w["window"] == "injection" and w.get("summaries")), None)
+    if window is None:
+        return None
+    sm = window["summaries"][0]
+    return {"summary": sm, "kernels": _raw_kernels(pt, window, sm),
+            "record": json.loads(read_artefact(pt.path, "bench-inject.json"))["injections"][0],
+            "injections": injections.point_injections(pt)}
+
+
+def mixed_inputs(data_dir=None, rigs: list[str] | None = None) -> list[tuple[str, object, dict | None, pd.DataFrame]]:
+    """Per traced point of mixed_sources, in their order: (source, the point, traced_window's read of it, the
+    untraced injections of the same rig and model: injections.injections_of, one frame per rig and model)."""
+    out = []
+    for source, traced, untraced in mixed_sources(data_dir, rigs):
+        groups: dict[tuple, pd.DataFrame] = {}
+        for pt in traced:
+            key = (pt.rig, pt.record.preset)
+            if key not in groups:
+                groups[key] = injections.injections_of([u for u in untraced if (u.rig, u.record.preset) == key])
+            out.append((source, pt, traced_window(pt), groups[key]))
+    return out
 
 
 def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
