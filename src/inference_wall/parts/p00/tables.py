@@ -315,8 +315,24 @@ def rig_plan(rig: str, data_dir=None) -> list[PointPlan]:
     """The rig's plan of this part (parts.plan's, from the part's own pieces: no registry of parts): its parameters
     on the rig, the KV pool of each model it serves."""
     from ...run.rig import load_profile
-    from ..protocol import parameters_for, pools_for
+    from ..protocol import pools_for
 
     profile = load_profile(rig, data_dir)
-    params = parameters_for(NAME, DEFAULTS, profile)
+    params = rig_parameters(rig, data_dir, profile)
     return plan(params, profile, pools_for(NAME, served_presets(params, profile), profile, data_dir))
+
+
+def rig_parameters(rig: str, data_dir=None, profile=None) -> dict:
+    """This part's parameters on a rig: its defaults, then the rig profile's overrides (`profile`: the rig's, read
+    here where not given)."""
+    from ...run.rig import load_profile
+    from ..protocol import parameters_for
+
+    return parameters_for(NAME, DEFAULTS, profile if profile is not None else load_profile(rig, data_dir))
+
+
+def rigs_measured(data_dir=None) -> list[str]:
+    """The rigs with this part's points in the data dir."""
+    from ...records.store import rigs_with_data
+
+    return list(rigs_with_data(0, data_dir))
