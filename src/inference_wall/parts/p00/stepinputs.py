@@ -11,9 +11,9 @@ from ...measure import analysis
 from ...errors import UserError
 from ...model.kvcache import pool_flags
 from ...model.pools import block_size
-from ...records.reference import load_reference, reference_fact
 from .stepmodel import (Gpu, H200_KEY, MODELS, OTHER_FAMILIES, RIG, STATE_FAMILIES, StepModel, TRACE_BATCHES, Term,
                         gpus)
+from .tables import reference, reference_fact
 
 
 def _row(frame: pd.DataFrame, batch: int) -> pd.Series:
@@ -186,7 +186,7 @@ def step_model(view: dict, variant: str, gpus_: dict[str, Gpu], data_dir=None, m
     memory overhead the admission uses (default: the series', part 1's facts). `sync`: add the host work that the
     asynchronous scheduler hid on the h200 (the 4b-sync variant), for a server that schedules synchronously."""
     if max_num_seqs is None:
-        max_num_seqs = int(reference_fact(load_reference(1, data_dir), "max_num_seqs"))
+        max_num_seqs = int(reference_fact(reference(1, data_dir), "max_num_seqs"))
     from ...model.modelshape import ModelShape
 
     rig = view["rig"]
@@ -264,7 +264,7 @@ def step_models(view: dict, data_dir=None, gpus_: dict[str, Gpu] | None = None, 
     """A step model per series model traced on the rig (MODELS), at the series' max_num_seqs (part 1's facts)."""
     gpus_ = gpus_ or gpus(data_dir)
     if max_num_seqs is None:
-        max_num_seqs = int(reference_fact(load_reference(1, data_dir), "max_num_seqs"))
+        max_num_seqs = int(reference_fact(reference(1, data_dir), "max_num_seqs"))
     pre = prefill_rate(view, gpus_[H200_KEY], data_dir)
     return {v: step_model(view, v, gpus_, data_dir, max_num_seqs, pre) for v in MODELS
             if v in view.get("variant_components", {}) and v in set(view["models"]["variant"])}

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...records.reference import gpu_datasheets, load_reference, reference_fact  # noqa: F401 (reference_fact: a
+# lookup in what reference() read, for the step model's files, which read the reference through this file)
 from ...records.store import load_points, open_artefact, pass_summary, read_artefact
 from ...run import trace
 from ...run.sweep import PointPlan
@@ -336,3 +338,21 @@ def rigs_measured(data_dir=None) -> list[str]:
     from ...records.store import rigs_with_data
 
     return list(rigs_with_data(0, data_dir))
+
+
+def reference(part: int, data_dir=None) -> dict:
+    """The published reference of part `part` (data/reference/, records.reference.load_reference: its facts and
+    tables), for the step model and its checks: the part's one reader of the reference."""
+    return load_reference(part, data_dir)
+
+
+def datasheets(data_dir=None) -> pd.DataFrame:
+    """The GPUs' datasheet rows (data/reference/, records.reference.gpu_datasheets)."""
+    return gpu_datasheets(data_dir)
+
+
+def rig_datasheet(rig: str, data_dir=None) -> str | None:
+    """The datasheet row a rig's profile names (None where it names none)."""
+    from ...run.rig import load_profile
+
+    return load_profile(rig, data_dir).datasheet
