@@ -2,6 +2,7 @@
 clients' floods, the shapes a step reads, the mixed steps' traced windows and untraced injections)."""
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -9,9 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...model.kvcache import pool_flags
+from ...records.record import read_record
 from ...records.reference import gpu_datasheets, load_reference, reference_fact  # noqa: F401 (reference_fact: a
 # lookup in what reference() read, for the step model's files, which read the reference through this file)
-from ...records.store import load_points, open_artefact, pass_summary, read_artefact
+from ...records.store import load_points, open_artefact, pass_summary, read_artefact, rigs_with_data, runs_dir
 from ...run import trace
 from ...run.sweep import PointPlan
 from .. import injections
@@ -335,8 +338,6 @@ def rig_parameters(rig: str, data_dir=None, profile=None) -> dict:
 
 def rigs_measured(data_dir=None) -> list[str]:
     """The rigs with this part's points in the data dir."""
-    from ...records.store import rigs_with_data
-
     return list(rigs_with_data(0, data_dir))
 
 
@@ -356,3 +357,44 @@ def rig_datasheet(rig: str, data_dir=None) -> str | None:
     from ...run.rig import load_profile
 
     return load_profile(rig, data_dir).datasheet
+
+
+# Flags that change the activations vLLM's profile run reserves before it sizes the KV pool (part 2's servers set
+# both): a start with them has another overhead than a default server of the same preset and cap.
+PROFILE_FLAGS = frozenset({"--max-num-batched-tokens", "--max-model-len"})
+
+
+def server_starts(data_dir=None, rig: str = "h200") -> list[dict]:
+    """Every recorded server start on `rig` (any part): preset, max_num_seqs, pool-sizing flags, when, where."""
+    return _starts(str(runs_dir(data_dir)), rig)
+
+
+@functools.lru_cache(maxsize=8)
+def _starts(runs: str, rig: str) -> list[dict]:
+    seen, out = set(), []
+    for man in sorted(Path(runs).glob(f"*/{rig}/*/manifest.json")):
+        rec = read_record(man.parent)
+        if not rec or not rec.complete or not (rec.session and rec.session.has_startup):
+            continue
+        sid = rec.session.id
+        if sid in seen:
+            continue
+        seen.add(sid)
+        cmd = [str(a) for a in (rec.session.server_command or [])]
+        mns = int(cmd[cmd.index("--max-num-seqs") + 1]) if "--max-num-seqs" in cmd else None
+        out.append({"preset": rec.model.get("preset"), "max_num_seqs": mns, "pool_flags": pool_flags(cmd),
+                    "profile_flags": sorted(set(cmd) & PROFILE_FLAGS),
+                    "started": rec.session.server_started or 0, "dir": man.parent,
+                    "memory_total": (rec.rig_info.get("gpu") or {}).get("memory.total"),
+                    "vllm": rec.rig_info.get("vllm")})
+    return out
+
+
+def server_log(point_dir) -> str:
+    """A start's server log, plain or gzipped (compress_large gzips the long ones)."""
+    return read_artefact(point_dir, "server.log")
+
+
+def part2_freezes(rig: str, data_dir=None) -> pd.DataFrame:
+    """Part 2's freezes on a rig (injections.freeze_table of its injection_table): the step model's solo prefill."""
+    return injections.freeze_table(injections.injection_table(data_dir, [rig]))
