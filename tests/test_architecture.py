@@ -189,10 +189,9 @@ def disk_reads(path: Path) -> set[str]:
     return (imports_of(module_name(path), path) & READERS) | {f"{c}()" for c in calls & READ_CALLS}
 
 
-# A part's tables.py is the only file of it that reads the disk (issue 44, the last item); the files that still read
-# it besides (part 0's check against the frozen predictions, part 1's plan and view). This list may only shrink: an
-# entry no longer found fails too.
-STILL_READING = {"p00/validation.py", "p01/plan.py", "p01/view.py"}
+# A part's tables.py is the only file of it that reads the disk (issue 44, the last item: part 0's); the files that
+# still read it besides (part 1's plan and view). This list may only shrink: an entry no longer found fails too.
+STILL_READING = {"p01/plan.py", "p01/view.py"}
 
 
 @pytest.mark.parametrize("part", FOLDERS)
@@ -205,7 +204,7 @@ def test_a_part_reads_the_disk_in_its_tables_only(part):
 def test_the_disk_rule_sees_a_read():
     assert not disk_reads(PARTS_DIR / "p00" / "mixed.py")  # part 0's mixed steps take what tables.mixed_inputs read
     assert disk_reads(PARTS_DIR / "p00" / "tables.py") >= {"inference_wall.records.store"}
-    assert disk_reads(PARTS_DIR / "p00" / "validation.py") >= {"read_csv()"}  # the frozen predictions
+    assert disk_reads(PARTS_DIR / "p00" / "tables.py") >= {"read_csv()"}  # the frozen predictions
     assert "injection_table()" in disk_reads(PARTS_DIR / "p00" / "tables.py")  # a wing's reader, through its module
     assert not disk_reads(PARTS_DIR / "p00" / "stepinputs.py")  # the servers' starts and part 2's freezes: tables'
 

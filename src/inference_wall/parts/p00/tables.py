@@ -12,13 +12,14 @@ import pandas as pd
 
 from ...model.kvcache import pool_flags
 from ...records.record import read_record
-from ...records.reference import gpu_datasheets, load_reference, reference_fact  # noqa: F401 (reference_fact: a
-# lookup in what reference() read, for the step model's files, which read the reference through this file)
-from ...records.store import load_points, open_artefact, pass_summary, read_artefact, rigs_with_data, runs_dir
+from ...records.reference import gpu_datasheets, load_reference, reference_fact  # noqa: F401 (the step model's)
+from ...records.store import (DATA_DIR, load_points, log_startup, open_artefact, pass_summary, read_artefact,
+                              rigs_with_data, runs_dir)
 from ...run import trace
+from ...schema import PARTS
 from ...run.sweep import PointPlan
 from .. import injections
-from .families import ATTENTION_MAIN, COMPONENTS, FILTER_KERNELS, LINEAR_KERNEL, quant_matmul_ms, step_family
+from .families import COMPONENTS, FILTER_KERNELS, LINEAR_KERNEL, quant_matmul_ms, step_family, trace_steps
 from .plan import DEFAULTS, MIXED_KINDS, NAME, plan, served_presets
 
 
@@ -119,23 +120,6 @@ def linear_kernel(pt) -> str | None:
     except FileNotFoundError:
         return None
     return m.group(1) if m else None
-
-
-def trace_steps(kernels: dict, shape: dict) -> float:
-    """Steps in a traced window, counted from the trace itself: every step runs each attention layer's kernel once
-    (flash attention, any variant) and, on a hybrid model, each recurrent layer's state kernel once (decode or
-    chunked prefill); the larger of the two counts over its layers (a step missing from both would be one
-    without attention at all)."""
-    attn = sum(c for n, (c, _) in kernels.items()
-               if re.search(ATTENTION_MAIN, n.lower()) and "combine" not in n.lower())
-    rec = sum(c for n, (c, _) in kernels.items()
-              if re.search(r"fused_recurrent_gated_delta|chunk_gated_delta_rule_fwd_kernel_h", n.lower()))
-    out = []
-    if shape["attention_layers"] and attn:
-        out.append(attn / shape["attention_layers"])
-    if shape["recurrent_layers"] and rec:
-        out.append(rec / shape["recurrent_layers"])
-    return max(out) if out else math.nan
 
 
 def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
@@ -398,3 +382,19 @@ def server_log(point_dir) -> str:
 def part2_freezes(rig: str, data_dir=None) -> pd.DataFrame:
     """Part 2's freezes on a rig (injections.freeze_table of its injection_table): the step model's solo prefill."""
     return injections.freeze_table(injections.injection_table(data_dir, [rig]))
+
+
+def frozen_predictions(gpu_key: str, data_dir=None, model: str | None = None) -> pd.DataFrame | None:
+    """The frozen prediction of datasheet row `gpu_key`: predict.py's, refit.py's with `model="refit"`; else None."""
+    path = Path(data_dir or DATA_DIR) / "predictions" / (f"{gpu_key}-{model}.csv" if model else f"{gpu_key}.csv")
+    return pd.read_csv(path, dtype={"model_commit": str}) if path.exists() else None
+
+
+def single_pass(rig: str, data_dir=None) -> dict | None:
+    """Part 1's pass of one request at a time on a rig (its `single` point's pass_summary), None where not run."""
+    return next((pass_summary(pt) for pt in load_points(PARTS[1], data_dir, [rig]) if pt.name == "single"), None)
+
+
+def start_report(point_dir):
+    """The startup report (logs.parse_startup, cached) of a start's server log."""
+    return log_startup(open_artefact(point_dir, "server.log"))
