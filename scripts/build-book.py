@@ -200,11 +200,14 @@ def runs_read() -> dict[str, tuple[str, ...]]:
         return {}
 
 
+EVIDENCE = "-evidence"  # notebooks/<part>-evidence.md: the tables and claims arithmetic behind a part's page
+
+
 def data_inputs(docname: str, root: Path = ROOT) -> list[str]:
-    """The data/ paths a notebook page reads (relative to the book root): a part's page, the data/runs/ folders
-    its Part.reads names (its own first) and the shared data; a notebook that is no part's, all of data/runs;
+    """The data/ paths a notebook page reads (relative to the book root): a part's page and its evidence page
+    (notebooks/<part>-evidence), the data/runs/ folders its Part.reads names (its own first) and the shared data; a notebook that is no part's, all of data/runs;
     the book/ pages (glance, method, rigs, primer), all of data/."""
-    part = docname.split("/")[-1]
+    part = docname.split("/")[-1].removesuffix(EVIDENCE)  # a part's evidence page reads what its part reads
     if docname.startswith("notebooks/") and part in runs_read():
         return [f"data/runs/{p}" for p in runs_read()[part]] + list(SHARED_DATA)
     if docname.startswith("notebooks/"):

@@ -27,7 +27,7 @@ def test_tables_show_missing_numbers_as_words_and_missing_text_as_a_dash():
     frame = pd.DataFrame({"rig": ["a10g", None], "tok_s": [1234.5, math.nan],
                           "ttft_ms": pd.Series([np.int64(12), None], dtype=object)})
     cells = _cells(table_html(frame))
-    assert cells[:3] == [("iw-text", "a10g"), ("iw-num", "1,234"), ("iw-num", "12")]
+    assert cells[:3] == [("iw-text", "a10g"), ("iw-num", "1,230"), ("iw-num", "12")]
     assert cells[3:] == [("iw-text iw-missing", "–"), ("iw-num iw-missing", "not measured"),
                          ("iw-num iw-missing", "not measured")]
     assert '<th class="iw-num">TTFT (ms)</th>' in table_html(frame)
@@ -121,7 +121,9 @@ def test_each_part_that_draws_charts_has_its_figures_module():
 
     from inference_wall import figures
 
-    parts = sorted(p.stem for p in (SRC / "parts").glob("p[0-9][0-9].py"))
+    # a part is parts/pNN.py or, since the parts moved into folders, parts/pNN/ (a package)
+    parts = sorted({p.stem for p in (SRC / "parts").glob("p[0-9][0-9]*")
+                    if p.suffix == ".py" or (p / "__init__.py").is_file()})
     assert parts, "no part modules found"
     drawn = [n for n in parts
              if any("figures.show(" in nb.read_text() for nb in (ROOT / "notebooks").glob(f"{n[1:]}-*.md"))]
@@ -167,3 +169,31 @@ def test_a_chart_whose_spec_is_unchanged_is_not_converted_again(tmp_path, monkey
     paths["png"].unlink()
     figures.save(chart.mark_point(), "part9-cache")
     assert len(calls) == 6 and paths["png"].exists()  # a file gone: converted again
+
+
+def test_a_folded_table_opens_under_its_summary():
+    """Reference tables on the method and rigs pages fold under one line (issue 41: pages a reader finishes)."""
+    import pandas as pd
+
+    from inference_wall import figures
+
+    df = pd.DataFrame({"rig": ["a"], "value": [1.0]})
+    folded = figures.table(df, fold="Every server start (table)").data
+    assert folded.startswith('<details class="iw-fold"><summary>Every server start (table)</summary>')
+    assert folded.endswith("</details>") and "<table" in folded
+    assert "<details" not in figures.table(df).data
+
+
+def test_a_table_prints_three_figures_and_no_column_of_nothing():
+    """Issue 41: a measured quantity in a table has at most three significant figures (8,340 tok/s, not 8,339), a
+    count stays exact, and a column that no shown row has a number for is left out (no column of 'not measured')."""
+    import pandas as pd
+
+    from inference_wall import figures
+
+    df = pd.DataFrame({"rig": ["a", "b"], "output_tok_s": [8339.2, 1091.6], "pool_pages": [20481, 586],
+                       "cold_ms": [float("nan"), None]})
+    out = figures.table_html(df)
+    assert "8,340" in out and "1,090" in out and "8,339" not in out
+    assert "20,481" in out  # a count, exact
+    assert "Cold" not in out and "not measured" not in out

@@ -67,7 +67,8 @@ def test_each_bullet_is_one_item_its_rest_folded_and_nothing_reworded():
     assert first.select_one(".iw-lead").get_text() == OPENING
     assert first.select_one(".iw-rest").get_text() == "; h200 ran 146."
     assert first.select_one(".iw-rest strong").get_text() == "h200" and first.select_one(".iw-rest code")
-    assert first.select_one(".iw-more").get_text().strip() == "…"
+    # the folded rest is named in words, not an ellipsis that reads as a cut sentence (issue 41)
+    assert first.select_one(".iw-more").get_text().strip() == "(more in full)"
     assert items[1].select(".iw-rest") == [] and items[1].select(".iw-more") == []
     assert whole(items[2]) == f"{OPENING} (a bullet as Markdown, its dash dropped)"
     assert [whole(li) for li in items[:2]] == [f"{OPENING}; h200 ran 146.",
@@ -136,9 +137,10 @@ def test_the_stylesheet_folds_what_the_box_marks():
     for rule in (".iw-findings .iw-when-full, .iw-findings .iw-rest { display: none; }",
                  ".iw-findings-toggle:checked ~ .iw-findings-list .iw-rest",
                  ".iw-findings-toggle:checked ~ .admonition-title .iw-when-full",
-                 ".iw-findings-toggle:checked ~ .iw-findings-list .iw-more",
-                 "-webkit-line-clamp: 3"):
+                 ".iw-findings-toggle:checked ~ .iw-findings-list .iw-more"):
         assert rule in css, rule
+    # a lead is shown whole on a phone too, never cut mid-sentence with an ellipsis (issue 41)
+    assert "line-clamp" not in css
     assert findingsbox.BREAK == "; "
 
 

@@ -1,6 +1,7 @@
 """The series at a glance (inference_wall.pages.glance, book/glance.md): the verdict matrix and the per-GPU chart."""
 from __future__ import annotations
 
+import html
 import json
 import math
 
@@ -84,9 +85,11 @@ def test_a_verdict_without_a_word_is_an_error():
 
 
 def test_part4_points_make_one_verdict():
-    assert glance.point_verdict([HOLDS, HOLDS, NOT_MEASURED]) == ("holds", "2 of 2 points")
-    assert glance.point_verdict([HOLDS, INCONCLUSIVE, DIFFERS]) == ("differs", "1 of 3 points")
-    assert glance.point_verdict([HOLDS, INCONCLUSIVE]) == ("inconclusive", "1 of 2 points")
+    assert glance.point_verdict([HOLDS, HOLDS, NOT_MEASURED]) == ("holds", "holds on 2 of 2 points")
+    # the cell counts every verdict, as part 4's own table does (not "differs (1 of 3)" beside "holds on 1 of 2")
+    assert glance.point_verdict([HOLDS, INCONCLUSIVE, DIFFERS]) == ("differs",
+                                                                      "holds on 1 of 3 points, differs on 1, inconclusive on 1")
+    assert glance.point_verdict([HOLDS, INCONCLUSIVE]) == ("inconclusive", "holds on 1 of 2 points, inconclusive on 1")
     assert glance.point_verdict([NOT_MEASURED]) == ("not measured", "")
     assert glance.point_verdict([]) == ("not measured", "")
 
@@ -180,3 +183,34 @@ def test_chart_words_name_each_rigs_best_point_and_leave_missing_numbers_out():
     assert "from 2.00 J (part 5, m fp8, 1 streams) to 0.0625 J" in text
     assert "nan" not in text.lower() and "USD per million tokens" in text
     assert "a10g-published**: most tokens per GPU 49.0 tok/s (part 3, m, cap 1) at 50.0 tok/s per user." in text
+
+
+def test_a_parts_headline_is_its_first_findings_lead(committed):
+    """The intro's line per part carries the part's headline number: the lead of its findings box's first bullet."""
+    from types import SimpleNamespace
+
+    assert glance.headline(SimpleNamespace(box=["- **Ceiling:** 1,090 tok/s on the A10G, flooded at every cap; more after"])) == \
+        "**Ceiling:** 1,090 tok/s on the A10G, flooded at every cap."
+    assert glance.headline(SimpleNamespace(box=[])) == ""
+    pages = glance.pages()
+    line = glance.headline(pages[1])
+    assert line and any(ch.isdigit() for ch in line)
+
+
+def test_a_parts_own_matrix_draws_the_glance_cells_without_a_band():
+    """A part's page draws its verdicts as the glance page does (a claim's sentence under its name, one coloured cell
+    per rig), in a table a reader finishes: the same cells, no band naming the part."""
+    from inference_wall import parts
+    from inference_wall.parts import protocol
+
+    page = protocol.page(p01.PART, None, parts.page_rigs(1, None))
+    html_ = glance.part_matrix_html(1, page.claims)
+    assert 'class="iw-v-part"' not in html_
+    cells = html_.count('<td class="iw-v iw-v-')
+    assert cells == len(page.claims) and "set by the KV pool" in html_
+    assert glance.part_matrix_html(1, page.claims.iloc[0:0]) == ""
+    # no column of "not measured" for a rig on which nothing was judged (part 2's published A10G)
+    two = protocol.page(p02.PART, None, parts.page_rigs(2, None))
+    unjudged = set(two.claims["rig"]) - set(two.claims[two.claims["verdict"] != NOT_MEASURED]["rig"])
+    assert unjudged, "part 2 judges every rig it shows: the case is gone"
+    assert all(f">{html.escape(r)}</th>" not in glance.part_matrix_html(2, two.claims) for r in unjudged)

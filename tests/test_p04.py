@@ -403,7 +403,7 @@ def test_a_stall_count_is_not_evidence_where_the_same_pools_calm_pass_crosses_it
     quiet = p04.evaluate_claims({"r": p04.rig_view(_stall_table([150.0]), "r")})
     assert quiet[quiet["claim"] == "preemption-stall"].iloc[0]["verdict"] == p04.HOLDS
     summary = p04.claim_summary(noisy, ["r"]).set_index("claim")
-    assert summary.loc["preemption-stall", "r"] == "inconclusive on 1"
+    assert summary.loc["preemption-stall", "r"] == "inconclusive on 1 of 1 point"
 
 
 def test_the_committed_dense_6145_page_stall_verdict_is_inconclusive_and_the_hybrid_ones_hold():

@@ -51,7 +51,8 @@ def toc_docs(toc_file: Path = ROOT / "_toc.yml") -> list[str]:
 
 
 DOCS = toc_docs()
-PART_DOCS = [d for d in DOCS if d.startswith("notebooks/")]
+PART_DOCS = [d for d in DOCS if d.startswith("notebooks/") and not d.endswith("-evidence")]
+EVIDENCE_DOCS = [d for d in DOCS if d.endswith("-evidence")]  # a part's tables and claims arithmetic
 
 
 @pytest.fixture(scope="session")
@@ -744,3 +745,11 @@ PAGE_CHECKS: dict[str, tuple] = {
     "notebooks/03-batching-cliff": (check_part3_headline_shows_the_a10g_cliff,),
     "notebooks/05-four-bits": (check_part5_cost_range_follows_the_slider,),
 }
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_no_unrendered_role_where_a_reader_looks(site, doc):
+    """A MyST role typed into a code cell's Markdown output is not rendered ('{ref}`the evidence page <...>`' showed
+    as text on part 2's page): no '{ref}' or '{glue' in a page's visible text."""
+    text = page_soup(doc).select_one("main").get_text(" ")
+    assert "{ref}" not in text and "{glue" not in text, doc

@@ -464,6 +464,8 @@ def format_number(value, digits: int | None = None) -> str:
     x = float(value)
     if math.isnan(x):
         return MISSING_NUMBER
+    if digits == 0 and abs(x) >= 1000:  # a measured quantity (its column is not whole numbers): three figures
+        return words.sig(x)
     return words.fixed(x, digits) if digits is not None else words.table_number(x)
 
 
@@ -492,6 +494,8 @@ def table_html(df: pd.DataFrame, units: Mapping[str, str] | None = None,
     fixes decimals per column (default: one choice per column, see :func:`column_decimals`).
     Units are otherwise read from the column-name suffix."""
     frame = df.reset_index() if index else df
+    if len(frame):  # a column with no number on any row says nothing the caption does not: left out
+        frame = frame[[c for c in frame.columns if not all(missing(v) for v in frame[c])]]
     numeric = {c: pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
                for c in frame.columns}
     decimals = {c: (digits or {}).get(c, column_decimals(frame[c])) for c in frame.columns if numeric[c]}
@@ -555,13 +559,17 @@ def csv_link(df: pd.DataFrame, name: str, out_dir: Path | None = None) -> str:
     return csv_link_html(save_csv(df, name, out_dir))
 
 
-def table(df: pd.DataFrame, csv: str | None = None, **kwargs):
+def table(df: pd.DataFrame, csv: str | None = None, fold: str | None = None, **kwargs):
     """:func:`table_html` wrapped for display in a notebook (returns an ``IPython.display.HTML``); with ``csv``
-    (a file stem such as ``part1-rates``) the frame is also saved as CSV and linked under the table."""
+    (a file stem such as ``part1-rates``) the frame is also saved as CSV and linked under the table; with ``fold``
+    (a summary line) the table is folded under it (a reference table a reader opens when needed)."""
     from IPython.display import HTML
 
     link = csv_link(df, csv) if csv else ""
-    return HTML(table_html(df, **kwargs) + link)
+    body = table_html(df, **kwargs) + link
+    if fold:
+        body = f'<details class="iw-fold"><summary>{html.escape(fold)}</summary>{body}</details>'
+    return HTML(body)
 
 
 def glue_number(name: str, value) -> None:

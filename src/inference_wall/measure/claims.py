@@ -29,7 +29,7 @@ HOLDS, DIFFERS, INCONCLUSIVE, NOT_MEASURED = "holds", "differs", "inconclusive",
 VERDICTS = (HOLDS, DIFFERS, INCONCLUSIVE, NOT_MEASURED)
 
 
-from ..words import known_number, missing, number as fmt_num  # noqa: E402,F401 (the claims' number words)
+from ..words import known_number, missing, number as fmt_num, sig  # noqa: E402,F401 (the claims' number words)
 
 class Missing(Exception):
     """A claim's input is not measured on this rig."""
@@ -113,10 +113,12 @@ def judge_contains(predicted: Interval, measured: Interval) -> str:
 
 
 def interval_text(i: Interval, unit: str = "") -> str:
+    """A prediction or measurement for the claims tables: three significant figures at most (1,130 tok/s, not
+    1,132), its range in brackets where it has one."""
     unit = f" {unit}" if unit else ""
     if i.low == i.high:
-        return f"{fmt_num(i.value)}{unit}"
-    return f"{fmt_num(i.value)}{unit} ({fmt_num(i.low)} to {fmt_num(i.high)})"
+        return f"{sig(i.value)}{unit}"
+    return f"{sig(i.value)}{unit} ({sig(i.low)} to {sig(i.high)})"
 
 
 def band_text(band: tuple[float, float]) -> str:
@@ -124,6 +126,18 @@ def band_text(band: tuple[float, float]) -> str:
     if hi == math.inf:
         return f"at least {fmt_num(lo)}"
     return f"{fmt_num(lo)} to {fmt_num(hi)}"
+
+
+def points_text(verdicts: list[str]) -> str:
+    """A claim judged point by point (part 4), in words counting every verdict it got: 'holds on 13 of 14 points,
+    differs on 1' ('' where no point was judged): the part's table and the glance page print the same words."""
+    judged = [v for v in verdicts if v != NOT_MEASURED]
+    if not judged:
+        return ""
+    counts = [(v, judged.count(v)) for v in (HOLDS, DIFFERS, INCONCLUSIVE) if judged.count(v)]
+    n = len(judged)
+    return ", ".join(f"{v} on {k}" + (f" of {n} point{'s' if n > 1 else ''}" if i == 0 else "")
+                     for i, (v, k) in enumerate(counts))
 
 
 ROW_COLUMNS = ["rig", "claim", "post", "mechanism", "band", "predicted", "measured", "ratio", "ratio_low", "ratio_high",
@@ -149,8 +163,8 @@ def details(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per (claim, rig): predicted and measured with their ranges, the ratio, the band and the
     verdict, for display."""
     out = rows.assign(ratio_range=[
-        "" if math.isnan(r.ratio) else (f"{r.ratio:.2f}" if r.ratio_low == r.ratio_high else
-                                        f"{r.ratio:.2f} ({r.ratio_low:.2f} to {fmt_num(r.ratio_high) if r.ratio_high > 99 else f'{r.ratio_high:.2f}'})")
+        "" if math.isnan(r.ratio) else (sig(r.ratio) if r.ratio_low == r.ratio_high else
+                                        f"{sig(r.ratio)} ({sig(r.ratio_low)} to {sig(r.ratio_high)})")
         for r in rows.itertuples()])
     cols = ["claim", "rig", "predicted", "measured", "ratio_range", "band", "verdict", "how"]
     return out[cols].rename(columns={"ratio_range": "measured / predicted", "band": "agreement band"})
@@ -165,3 +179,25 @@ def notes(rows: pd.DataFrame) -> list[str]:
             rigs = ", ".join(f"{r.rig} ({r.verdict})" for r in off.itertuples())
             out.append(f"**{claim}** on {rigs}: {off.iloc[0]['note']}")
     return out
+
+
+def takeaway_data(rows: pd.DataFrame, claim_ids: list[str]) -> str:
+    """What the data say on a part's take-away, from its claims' own rows: per claim and rig judged, the measurement
+    against the prediction and the verdict (a claim judged point by point: its count of verdicts, points_text);
+    'Not measured on the rigs shown.' where none was judged."""
+    said = []
+    for cid in claim_ids:
+        mine = rows[(rows["claim"] == cid) & (rows["verdict"] != NOT_MEASURED)]
+        if "point" in rows:  # judged on every point it applies to
+            for rig, g in mine.groupby("rig", sort=False):
+                said.append(f"{cid} on {rig}: {points_text(list(g['verdict']))}")
+            continue
+        for r in mine.itertuples():
+            said.append(f"{cid} on {r.rig}: {r.measured} measured against {r.predicted} predicted, {r.verdict}")
+    return ("; ".join(said) + ".") if said else "Not measured on the rigs shown."
+
+
+def takeaways(rows: pd.DataFrame, lessons: list[tuple[str, list[str]]]) -> list[tuple[str, str]]:
+    """A part's take-aways: each lesson (the mechanism it tested, in words) with what its claims' rows say
+    (takeaway_data), for p01.takeaways_markdown."""
+    return [(lesson, takeaway_data(rows, ids)) for lesson, ids in lessons]

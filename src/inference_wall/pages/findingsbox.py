@@ -74,7 +74,7 @@ def findings_box(bullets: Iterable[str], empty: str = "No rig has measured this 
         hidden = i >= len(items)
         body = f'<span class="iw-lead">{_inline_html(lead)}</span>'
         if rest:
-            body += (f'<span class="iw-more" aria-hidden="true"> …</span>'
+            body += (f'<span class="iw-more" aria-hidden="true"> (more in full)</span>'
                      f'<span class="iw-rest">{_inline_html(rest)}</span>')
         cls = ' class="iw-more-item"' if hidden else ""
         lis.append(f'<li{cls}><span class="iw-finding">{body}</span></li>')

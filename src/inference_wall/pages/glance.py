@@ -16,7 +16,7 @@ import re
 
 import pandas as pd
 
-from ..measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, known_number, missing
+from ..measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, known_number, missing, points_text
 from .. import words
 from ..schema import PUBLISHED_RIG
 
@@ -70,6 +70,15 @@ def pages(data_dir=None) -> dict[int, object]:
     return {n: protocol.page(parts.protocol_of(n), data_dir, parts.page_rigs(n, data_dir)) for n in sorted(PARTS)}
 
 
+def headline(page) -> str:
+    """A part's headline in one line, with its number: the lead of its findings box's first bullet (findingsbox.split,
+    the sentence a reader sees first on the part's page), '' where the box is empty."""
+    from .findingsbox import split
+
+    bullets = [b for b in page.box if b and b.strip()]
+    return split(bullets[0].strip().removeprefix("- "))[0].rstrip(" .:;") + "." if bullets else ""
+
+
 def point_verdict(verdicts: list[str]) -> tuple[str, str]:
     """One verdict for a claim that part 4 judges on every point it applies to, and the count behind it: differs
     where any point differs, else inconclusive where any is, else holds where every point holds; not measured
@@ -77,12 +86,8 @@ def point_verdict(verdicts: list[str]) -> tuple[str, str]:
     judged = [v for v in verdicts if v != NOT_MEASURED]
     if not judged:
         return word(NOT_MEASURED), ""
-    n = len(judged)
-    for verdict in (DIFFERS, INCONCLUSIVE):
-        k = judged.count(verdict)
-        if k:
-            return word(verdict), f"{k} of {n} points"
-    return word(HOLDS), f"{n} of {n} points"
+    worst = next((v for v in (DIFFERS, INCONCLUSIVE) if v in judged), HOLDS)
+    return word(worst), points_text(judged)
 
 
 def part4_summary(claims: pd.DataFrame, ids: list[str], rigs: list[str], part: int = 4) -> pd.DataFrame:
@@ -144,16 +149,18 @@ def tally(m: pd.DataFrame, rigs: list[str]) -> pd.DataFrame:
     return pd.DataFrame([{"rig": rig, **{w: int((m[rig] == w).sum()) for w in VERDICT_WORDS}} for rig in rigs])
 
 
-def matrix_html(m: pd.DataFrame, rigs: list[str]) -> str:
+def matrix_html(m: pd.DataFrame, rigs: list[str], bands: bool = True) -> str:
     """The matrix as a compact HTML table: a band per part linking to its page, each claim linking to the part's
     claims, one coloured cell per rig (classes iw-v-holds, iw-v-differs, iw-v-inconclusive, iw-v-not-measured in
-    _static/inference-wall.css); the post's sentence under the claim's name."""
+    _static/inference-wall.css); the post's sentence under the claim's name. `bands`: False on a part's own page
+    (one part, no band naming it)."""
     head = "".join(f'<th class="iw-v-rig">{html.escape(r)}</th>' for r in rigs)
     body = []
     for part in sorted(m["part"].unique()):
         page = part_page(int(part))
-        body.append(f'<tr class="iw-v-part"><th colspan="{1 + len(rigs)}"><a href="{page}">'
-                    f'{html.escape(part_label(int(part)))}</a></th></tr>')
+        if bands:
+            body.append(f'<tr class="iw-v-part"><th colspan="{1 + len(rigs)}"><a href="{page}">'
+                        f'{html.escape(part_label(int(part)))}</a></th></tr>')
         for r in m[m["part"] == part].to_dict("records"):
             post = f'<span class="iw-v-post">{html.escape(r["post"])}</span>' if r["post"] else ""
             cells = []
@@ -167,6 +174,19 @@ def matrix_html(m: pd.DataFrame, rigs: list[str]) -> str:
                         + "".join(cells) + "</tr>")
     return (f'<div class="iw-v-wrap"><table class="iw-verdicts"><thead><tr><th>Claim</th>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table></div>')
+
+
+def part_matrix_html(part: int, claims: pd.DataFrame) -> str:
+    """A part's own claims table (claims.evaluate's rows) as the glance page draws it: a row per claim with the post's
+    sentence under its name, a coloured verdict per rig; the same cells as the glance page's rows of that part. A rig
+    on which none of the part's claims was judged (part 2's published A10G, whose post gives no freeze inputs) has no
+    column: a column of "not measured" says nothing the rig key does not."""
+    rows = _rows(part, claims)
+    judged = rows[rows["verdict"] != word(NOT_MEASURED)]
+    if not len(judged):
+        return ""
+    rigs = shown_rigs(judged)  # a rig on which no claim was judged gets no column of "not measured"
+    return matrix_html(matrix(rows, {part: list(dict.fromkeys(rows["claim"]))}, rigs), rigs, bands=False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -83,39 +83,43 @@ def _cold(stat: str):
 
 
 CLAIMS = [
-    Claim("roofline", "One request alone pays about {single_request_ms_per_token:g} ms a token: the time to stream "
-          "the weights once ({weight_bytes_per_stream:g} GB at {hbm_bandwidth_measured:g} GB/s, ~{weight_stream_time:g} ms).",
+    Claim("roofline", "One request alone pays about the time to stream the weights once per token: on the A10G "
+          "{single_request_ms_per_token:g} ms against {weight_bytes_per_stream:g} GB at {hbm_bandwidth_measured:g} "
+          "GB/s, ~{weight_stream_time:g} ms.",
           "single-stream ITL = bytes one decode step reads (the language model's weights: the log's figure less any "
           "vision tower) / the rig's measured HBM bandwidth; agreement: the weight stream is at least 80% of the token",
           "ms", _roofline, (0.95, 1.25),
           "a fast weight stream leaves the fixed per-step costs that are not weight traffic (kernel launches, the "
           "scheduler and sampler on the CPU, the recurrent layers' state) a large share of a one-request step"),
-    Claim("step-linear", "Steady decode fits a fixed part plus a part per sequence, step = {fit_a:g} ms + "
-          "{fit_b:g} ms x batch, and the model 'holds almost exactly'.",
+    Claim("step-linear", "Steady decode is a fixed part plus a part per sequence, and the line 'holds almost exactly' "
+          "up to the largest batch (on the A10G, step = {fit_a:g} ms + {fit_b:g} ms x batch).",
           "step time at the largest fixed batch measured = the line fitted to the smaller batches", "ms",
           _step_linear, (0.85, 1.15),
           "the per-sequence cost grows faster than linearly at large batches (attention over more KV, a step "
           "outside the captured CUDA graphs, or memory traffic that no longer overlaps)"),
-    Claim("ceiling", "Flooded, the server sustains about {serving_ceiling_tok_s:,.0f} tok/s, about half what pure decode "
-          "reaches: arriving prompts' prefill takes roughly {prefill_gpu_share:g}% of the GPU.",
+    Claim("ceiling", "Flooded, the server sustains pure decode's rate at its running batch less the share arriving "
+          "prompts' prefill takes: on the A10G roughly {prefill_gpu_share:g}% of the GPU, leaving about "
+          "{serving_ceiling_tok_s:,.0f} tok/s, about half.",
           "flood output throughput = (1 - the post's prefill share) x batch / step time, the step fit taken at the "
           "running batch the flood reached", "tok/s", _ceiling, (0.8, 1.25),
           "the share of the GPU that prefill takes under a flood depends on how fast the rig prefills against how "
           "fast it decodes, and on how vLLM mixes the two in one step"),
-    Claim("running-flood", "Flooded, the running batch reaches about {running_batch_flood:g}, set by the load, "
-          "not by the max_num_seqs of {max_num_seqs:g}.",
+    Claim("running-flood", "Flooded, the running batch is set by the KV pool where max_num_seqs is above the pool's "
+          "limit, else by the cap: on the A10G the pool's, about {running_batch_flood:g}, under the cap of "
+          "{max_num_seqs:g}.",
           "running batch under a flood = min(max_num_seqs, the KV pool's admission limit for a "
           "{workload_input_tokens:g}+{workload_output_tokens:g}-token request), the pool from the server's startup log",
           "seqs", _running_flood, (0.95, 1.05),
           "a flood that ends before the batch fills, or a pool read wrongly from the log"),
-    Claim("knee", "The ceiling arrives around rate {knee_offered_rate_low:g} to {knee_offered_rate_high:g}, where "
-          "completed throughput flattens at {knee_completed_rate_low:g} to {knee_completed_rate_high:g} req/s: the "
-          "server keeps up until the offered rate reaches its flood ceiling.",
+    Claim("knee", "The server keeps up until the offered rate reaches its flood ceiling: on the A10G the knee came "
+          "around rate {knee_offered_rate_low:g} to {knee_offered_rate_high:g}, where completed throughput flattened "
+          "at {knee_completed_rate_low:g} to {knee_completed_rate_high:g} req/s.",
           "the knee (between the last rate kept up with and the first missed, at 90% completed) = the flood's "
           "completed req/s", "req/s", _knee, (0.85, 1.15),
           "a steady stream of arrivals makes steps that mix prefill with decode; where those are slow the queue "
           "starts well below the flood's ceiling (see Inside the knee)"),
-    Claim("littles-law", "At rate 1 the running batch is about {running_batch_rate1:g} request: it follows the load.",
+    Claim("littles-law", "At the lowest rate the running batch follows the load, rate x time in the server: on the "
+          "A10G at rate 1, about {running_batch_rate1:g} request.",
           "mean running batch at the lowest rate = completed req/s x time each request spends in the server "
           "(Little's law)", "seqs", _littles_law, (0.8, 1.25),
           "the stats line samples the running count once per interval; a figure read off a few lines is not a mean"),
@@ -123,7 +127,8 @@ CLAIMS = [
           "(the cost of compiling lands in the tail).",
           "cold-pass TTFT p50 = the same pass's TTFT p50 once warm", "ms", _cold("p50"), (0.67, 1.5),
           "when the first requests wait for compilation or graph capture all at once, the median pays too"),
-    Claim("cold-tail", "The cold pass's p99 TTFT is about {cold_over_warm_ttft_p99:g}x the warm one: the tail pays.",
+    Claim("cold-tail", "The cold pass's p99 TTFT is at least 3x the warm one: the tail pays (on the A10G about "
+          "{cold_over_warm_ttft_p99:g}x).",
           "cold-pass TTFT p99 at least 3x the warm pass's", "ms", _cold("p99"), (3.0, math.inf),
           "caches from an earlier start (compiled kernels, autotuning) shrink the one-time cost"),
 ]

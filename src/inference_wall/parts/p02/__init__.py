@@ -26,7 +26,7 @@ from .view import (  # noqa: F401 (the part's names, as before the folder)
     chunk_step_table, comparable_length, has_freezes, implied_prompt_len, protocol_view, rig_view, with_reference)
 from .claims import (  # noqa: F401 (the part's names, as before the folder)
     CLAIMS, NOT_COMPARABLE, OTHER_CLAIMS, _LengthFreeClaim, _chunk_step, _fmt, _freeze_chunked, _freeze_off_at,
-    _freeze_off_side, _published_shrink, _shrink, claims_for, freeze_is_prefill, length_id, page_claims,
+    _freeze_off_side, _published_shrink, _shrink, claims_for, freeze_is_prefill, length_id, lessons, page_claims,
     predicted_freeze)
 from .words import (  # noqa: F401 (the part's names, as before the folder)
     chunk_step_note, clock_note, findings, key_findings, knee_findings, no_data_note, page_box, rig_findings,

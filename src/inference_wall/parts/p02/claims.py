@@ -140,7 +140,7 @@ def page_claims(views: dict[str, dict]) -> list[Claim]:
 
 
 OTHER_CLAIMS = [
-    Claim("freeze-is-one-chunk", "With chunked prefill the freeze shrinks.",
+    Claim("freeze-is-one-chunk", "With chunked prefill the freeze falls to one chunk's share of the prompt's prefill.",
           "with chunking on, the freeze = one budget's share of the solo prefill time (solo TTFT x budget / prompt) + 0 "
           "to 1 decode step", "ms", _freeze_chunked, (0.75, 1.33),
           "a chunk step costs more than its share of the solo prefill when a fixed cost per step dominates (small "
@@ -153,7 +153,7 @@ OTHER_CLAIMS = [
           "a stall outside the model (the scheduler, the HTTP stream) shows in the freeze and not in the log; late "
           "chunks attend over a longer prefix, so the longest chunk step exceeds the mean one that TTFT over steps "
           "gives"),
-    Claim("shrink-ratio", "Flipping one flag shrinks the freeze by a factor.",
+    Claim("shrink-ratio", "Flipping one flag shrinks the freeze by the whole prefill over one chunk's share.",
           "freeze off / freeze chunked = the ratio of the two predictions above", "x", _shrink, (0.75, 1.33),
           "the ratio inherits both predictions' errors"),
     _LengthFreeClaim("published-shrink", "On the A10G, chunked prefill (budget {a10g_budget:,.0f}) shrank the freeze "
@@ -167,3 +167,13 @@ OTHER_CLAIMS = [
 
 
 CLAIMS = claims_for(DEFAULTS["prompt_lens"])
+
+
+def lessons(claim_ids: list[str]) -> list[tuple[str, list[str]]]:
+    """The part's take-aways: what it tested, in words, and the claims whose rows say what the data show."""
+    prefill = [c for c in claim_ids if c.startswith("freeze-is-prefill-")]
+    return [("With chunking off, a long prompt freezes every stream decoding beside it for about the prompt's whole "
+             "prefill.", prefill),
+            ("With chunked prefill the freeze falls to one chunk step, one budget's share of the prefill, whatever the "
+             "prompt's length.", ["freeze-is-one-chunk", "freeze-is-one-step"]),
+            ("Flipping the flag shrinks the freeze by the whole prefill over one chunk's share.", ["shrink-ratio"])]

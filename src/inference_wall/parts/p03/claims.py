@@ -147,35 +147,38 @@ def _small_cliff(v: dict) -> Judgement:
 
 
 CLAIMS = [
-    Claim("cap1", "One request at a time, the server makes about {single_stream_ceiling_tok_s:g} tok/s: one token "
-          "per ~{single_request_ms_per_token:g} ms.",
+    Claim("cap1", "One request at a time, the server makes what part 1's single stream makes (on the A10G about "
+          "{single_stream_ceiling_tok_s:g} tok/s, one token per ~{single_request_ms_per_token:g} ms).",
           "throughput at cap 1 = output tokens / (TTFT + (output - 1) x ITL) of part 1's single stream", "tok/s",
           _cap1, (0.85, 1.15),
           "a flooded cap-1 server also pays the scheduler's and the API server's time between requests"),
-    Claim("cliff", "Going from cap 1 to a full batch lifts throughput about {batching_lift:g}x.",
+    Claim("cliff", "Going from cap 1 to a full batch lifts throughput by part 1's flood over its single stream (on "
+          "the A10G about {batching_lift:g}x).",
           "the cliff (cap 256 over cap 1) = part 1's flood throughput / part 1's single-stream throughput", "x",
           _cliff, (0.85, 1.15),
           "part 1's flood and part 3's cap-256 flood ran on different server starts; where they differ (see the "
           "consistency row) the cliff inherits it"),
-    Claim("consistency", "The flood ceiling here matches part 1's: {part1_knee_completed_rate_low:g} to "
-          "{part1_knee_completed_rate_high:g} req/s, reached two ways.",
+    Claim("consistency", "The flood ceiling here matches part 1's on the same rig, reached two ways (on the A10G "
+          "{part1_knee_completed_rate_low:g} to {part1_knee_completed_rate_high:g} req/s).",
           "completed req/s at cap 256 = part 1's flood at max_num_seqs 256 (another server start)", "req/s",
           _consistency, (0.9, 1.1),
           "two floods of the same server configuration that disagree mean at least one is not steady (a short "
           "window, a different prompt count, or a server that warmed differently)"),
-    Claim("running-cap", "At the plateau the server runs a batch of about {running_batch_plateau:g}.",
+    Claim("running-cap", "At the top cap the running batch is set by the KV pool where the cap is above the pool's "
+          "limit, else by the cap (on the A10G the pool's, about {running_batch_plateau:g}).",
           "running batch at the top cap = min(cap, the KV pool's admission limit) (part 1's startup log)", "seqs",
           _running_cap, (0.95, 1.05),
           "a pool read wrongly from the log, or a flood too short for the batch to fill"),
-    Claim("plateau-crossover", "The batch stops buying throughput around {plateau_batch:g}: where per-sequence work "
-          "overtakes the shared weight stream (the fit's crossover, {crossover:.0f}).",
+    Claim("plateau-crossover", "The batch stops buying throughput near the step fit's crossover, where per-sequence "
+          "work overtakes the shared weight stream (on the A10G around {plateau_batch:g}, the crossover {crossover:.0f}).",
           "the plateau (the first cap after which a doubling gains under 5%) lies between the caps around the "
           "fit's crossover a/b; verdict: the crossover's interval inside the measured bracket", "seqs",
           _plateau_crossover, (0.0, math.inf),
           "the crossover is where the per-sequence term equals the fixed one: the step model's throughput there is "
           "half its asymptote and still rising by a third per doubling; the model's own 5% plateau is at 9.5 a/b",
           rule="contains"),
-    Claim("plateau-gain", "From cap {mid_cap} to cap {top_cap} throughput grows under {gain_cap64_to_cap256_max:g}%.",
+    Claim("plateau-gain", "From cap {mid_cap} to cap {top_cap} throughput grows as the step model predicts at the "
+          "batches those caps run (on the A10G it grew under {gain_cap64_to_cap256_max:g}%).",
           "gain from cap 64 to cap 256 = the step model's throughput ratio at the running batches those caps allow",
           "x", _plateau_gain, (0.9, 1.1),
           "past the crossover the linear step model still gains (at batch a/b it gives half its asymptote); a "
@@ -186,12 +189,13 @@ CLAIMS = [
           (0.9, 1.1),
           "a batch larger than the largest captured CUDA graph runs its decode steps without one, and a larger "
           "batch stretches every step; the step model fitted at batches up to 256 knows neither"),
-    Claim("itl-batch", "At cap {top_cap} a stream's median ITL rises to ~{itl_top:g} ms: each step advances the whole batch.",
+    Claim("itl-batch", "At cap {top_cap} a stream's median ITL is part 1's step at the running batch: each step "
+          "advances the whole batch (on the A10G ~{itl_top:g} ms).",
           "median ITL at cap 256 = part 1's step fit at the running batch that cap allows", "ms", _itl_batch,
           (0.85, 1.15),
           "under a flood some steps also prefill newcomers, which lengthens them beyond pure decode"),
-    Claim("small-cliff", "A {small_model_params:g}B model's cliff is steeper, ~{small_model_batching_lift:g}x against "
-          "~{batching_lift:g}x.",
+    Claim("small-cliff", "A {small_model_params:g}B model's cliff is steeper than the 4B's (on the A10G "
+          "~{small_model_batching_lift:g}x against ~{batching_lift:g}x).",
           "the small model's cliff at least 1.1x the 4B's, over the same caps on the same rig", "x", _small_cliff,
           (STEEPER, math.inf),
           "a cliff is the single stream's step over what each added sequence costs at a large batch: where the "

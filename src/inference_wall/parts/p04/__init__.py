@@ -32,7 +32,7 @@ from .view import (  # noqa: F401 (the part's names, as before the folder)
     SHORT_PASS_S, closing_table, decode_rate, floods, for_reader, pool_cost, prediction_pools, protocol_view,
     rig_view, short_passes)
 from .claims import (  # noqa: F401 (the part's names, as before the folder)
-    CLAIMS, PEAK_SAMPLING, PointClaim, STALL_SHARE, THROUGHPUT_TOLERANCE, _cost_applies, _flood, _format_safe,
+    CLAIMS, LESSONS, PEAK_SAMPLING, PointClaim, STALL_SHARE, THROUGHPUT_TOLERANCE, _cost_applies, _flood, _format_safe,
     _preempting, _range_text, _ratio_over_ref, _stall_applies, _throughput_applies, claim_summary, evaluate_claims,
     sig, stall_doubt)
 from .words import (  # noqa: F401 (the part's names, as before the folder)

@@ -9,7 +9,7 @@ from typing import Callable
 import pandas as pd
 
 from ... import words
-from ...measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, fmt_num, missing
+from ...measure.claims import DIFFERS, HOLDS, INCONCLUSIVE, NOT_MEASURED, fmt_num, missing, points_text
 
 
 @dataclass(frozen=True)
@@ -176,19 +176,14 @@ def evaluate_claims(views: dict[str, dict]) -> pd.DataFrame:
 
 
 def claim_summary(claims: pd.DataFrame, rigs: list[str]) -> pd.DataFrame:
-    """Per claim and rig: on how many points it holds, of those it applies to."""
+    """Per claim and rig: on how many of the points it applies to it holds, differs and is inconclusive
+    (measure.claims.points_text; the glance page's part 4 cells print the same words)."""
     rows = []
     for cid in [c.id for c in CLAIMS]:
         row = {"claim": cid}
         for rig in rigs:
             g = claims[(claims["claim"] == cid) & (claims["rig"] == rig)]
-            judged = g[~g["verdict"].isin([NOT_MEASURED, INCONCLUSIVE])]
-            unsure = int((g["verdict"] == INCONCLUSIVE).sum())
-            text = (f"holds on {int((judged['verdict'] == HOLDS).sum())} of {len(judged)} points" if len(judged)
-                    else ("" if unsure else "not measured on this rig"))
-            if unsure:
-                text += ("; " if text else "") + f"inconclusive on {unsure}"
-            row[rig] = text
+            row[rig] = points_text(list(g["verdict"])) or NOT_MEASURED
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -197,3 +192,13 @@ def sig(x: float, digits: int = 3) -> str:
     """A number for a reader: at most `digits` significant digits (8,197.5 -> 8,200); a whole number (a count, a
     pool's pages) exactly (words.sig)."""
     return words.sig(x, digits, whole=True)
+
+
+LESSONS = [
+    ("The KV pool, counted in pages, sets the running batch: as many requests as their prompts' pages fit, up to "
+     "max_num_seqs.", ["pool-override", "running-batch"]),
+    ("A pool that holds every admitted request at full length never preempts; one that cannot, does.",
+     ["no-preemption-fit", "preemption-outgrow"]),
+    ("Each preemption stalls a stream; without preemptions a smaller pool costs only its smaller batch.",
+     ["preemption-stall", "preemption-itl", "throughput-batch"]),
+]  # the part's take-aways: what it tested, and the claims whose rows say what the data show

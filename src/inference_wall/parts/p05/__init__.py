@@ -38,7 +38,7 @@ from .tables import (  # noqa: F401 (the part's names, as before the folder)
 from .view import (  # noqa: F401 (the part's names, as before the folder)
     ceiling_gaps, cost_points, cost_table, per_seq_estimators, rig_view, variant_summary)
 from .claims import (  # noqa: F401 (the part's names, as before the folder)
-    CLAIMS, WHY_FIXED, WHY_MODEL, WHY_POOL, WHY_SLOPE, _fixed_is_floor_plus_overhead, _fixed_scales_with_bytes,
+    CLAIMS, LESSONS, WHY_FIXED, WHY_MODEL, WHY_POOL, WHY_SLOPE, _fixed_is_floor_plus_overhead, _fixed_scales_with_bytes,
     _pair, _per_seq, _per_seq_model, _pool_grows, _single_floor)
 from .words import (  # noqa: F401 (the part's names, as before the folder)
     _apart, bend_text, clocks_text, closing_note, findings, key_findings, larger_model_text, series_summary,

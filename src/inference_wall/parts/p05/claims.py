@@ -160,3 +160,13 @@ CLAIMS = [
     Claim("per-seq-params-fp8", "Per-sequence cost tracks the parameters, unchanged by fp8.",
           "16-bit slope predicts the fp8 slope", "ms/seq", _per_seq("fp8", "params"), BAND, WHY_SLOPE),
 ]
+
+
+LESSONS = [
+    ("Fewer bytes per weight shrink a step's fixed cost only down to what every step pays besides the weight stream.",
+     ["fixed-bytes-fp16", "fixed-bytes-fp8", "fixed-bytes-int4", "fixed-floor-fp16", "fixed-floor-fp8",
+      "fixed-floor-int4", "single-floor-int4"]),
+    ("Quantized weights leave the memory they free to the KV cache.", ["pool-int4", "pool-fp8"]),
+    ("Per-sequence cost follows either the weights' bytes or the parameters: at most one can hold for a format.",
+     ["per-seq-model", "per-seq-bytes-int4", "per-seq-params-int4", "per-seq-bytes-fp8", "per-seq-params-fp8"]),
+]  # the part's take-aways: what it tested, and the claims whose rows say what the data show
