@@ -96,7 +96,7 @@ def test_the_model_s_arithmetic_reads_no_runs():
 def test_the_graph_sees_lazy_and_package_imports():
     edges = graph()
     assert "inference_wall.model.pools" in edges["inference_wall.parts.protocol"]  # a function's `from ..model.pools import`
-    assert "inference_wall.parts.p02" in edges["inference_wall.parts.p00.mixed"]  # `from .. import p02`
+    assert "inference_wall.parts.injections" in edges["inference_wall.parts.p00.stepinputs"]  # a function's `from .. import injections`
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,21 +149,64 @@ def crossings(text: str, name: str, package: bool = False) -> list[str]:
     return out
 
 
-# What part 0 still borrows from part 2 besides its PART (issue 44, left): part 2's per-point injection measurement
-# (point_injections, injections_of, chunk_step_table, config_label) applied to part 0's own mixed sessions, and its
-# roofline table; part 2's page is being edited for issue 40, so they move to a wing of their own after it. This list
-# may only shrink: an entry no longer found fails too.
-BORROWED = {"p00/mixed.py": ["inference_wall.parts.p02"], "p00/stepinputs.py": ["inference_wall.parts.p02"]}
-
-
 @pytest.mark.parametrize("part", FOLDERS)
 def test_a_part_imports_no_other_part_s_module_only_its_part(part):
+    """No exception: what part 0 read of part 2's (its injections' readers and tables, the prefill's roofline) is the
+    injections wing's (parts/injections.py), which both read (issue 44)."""
     found = {}
     for path in sorted((PARTS_DIR / part).glob("*.py")):
         crossed = crossings(path.read_text(), module_name(path), path.name == "__init__.py")
         if crossed:
             found[f"{part}/{path.name}"] = sorted(set(crossed))
-    assert found == {k: v for k, v in BORROWED.items() if k.startswith(f"{part}/")}
+    assert found == {}
+
+
+def test_part_2_s_names_for_injections_are_the_wing_s():
+    """Part 2 re-exports the wing's readers under its old names (notebooks and tests call p02.injection_table), the
+    same functions part 0 reads: one definition, not two."""
+    from inference_wall.parts import injections, p02
+
+    for name in ("point_injections", "injection_table", "injections_of", "freeze_table", "chunk_step_table",
+                 "config_label", "measured_points", "steps_timed", "matmul_params", "INJECTION_COLUMNS"):
+        assert getattr(p02, name) is getattr(injections, name), name
+    assert (p02.NAME, p02.OFF) == (injections.NAME, injections.OFF)  # the folder part 0 reads, chunking off
+
+
+# What reads the data dir: the modules of the runs' points and artefacts, their manifests, the published reference,
+# the rig profiles; and the functions that read, wherever they come from (the injections wing's readers of part 2's
+# sessions among them), called by name or through their module
+READERS = {"inference_wall.records.store", "inference_wall.records.record", "inference_wall.records.reference",
+           "inference_wall.records.poller", "inference_wall.run.rig"}
+READ_CALLS = {"read_csv", "read_text", "read_json", "read_parquet", "open", "read_log", "parse_bench", "load_points",
+              "read_artefact", "open_artefact", "load_reference", "load_profile", "read_record", "rigs_with_data",
+              "injection_table", "injections_of", "point_injections", "measured_points"}
+
+
+def disk_reads(path: Path) -> set[str]:
+    """What a module of a part reads the disk with: the reader modules it imports (lazily too), the reading calls."""
+    calls = {(n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", None))
+             for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)}
+    return (imports_of(module_name(path), path) & READERS) | {f"{c}()" for c in calls & READ_CALLS}
+
+
+# A part's tables.py is the only file of it that reads the disk (issue 44, the last item: part 0's); the files that
+# still read it besides (part 1's plan and view). This list may only shrink: an entry no longer found fails too.
+STILL_READING = {"p01/plan.py", "p01/view.py"}
+
+
+@pytest.mark.parametrize("part", FOLDERS)
+def test_a_part_reads_the_disk_in_its_tables_only(part):
+    reading = {f"{part}/{p.name}" for p in sorted((PARTS_DIR / part).glob("*.py"))
+               if p.name != "tables.py" and disk_reads(p)}
+    assert reading == {k for k in STILL_READING if k.startswith(f"{part}/")}
+
+
+def test_the_disk_rule_sees_a_read():
+    assert not disk_reads(PARTS_DIR / "p00" / "mixed.py")  # part 0's mixed steps take what tables.mixed_inputs read
+    assert disk_reads(PARTS_DIR / "p00" / "tables.py") >= {"inference_wall.records.store"}
+    assert disk_reads(PARTS_DIR / "p00" / "tables.py") >= {"read_csv()"}  # the frozen predictions
+    assert "injection_table()" in disk_reads(PARTS_DIR / "p00" / "tables.py")  # a wing's reader, through its module
+    assert not disk_reads(PARTS_DIR / "p00" / "stepinputs.py")  # the servers' starts and part 2's freezes: tables'
 
 
 REGISTRY = {PARTS_DIR / "__init__.py", PARTS_DIR / "registry.py"}  # the registry (MODULES) and the runner over it
@@ -171,8 +214,8 @@ REGISTRY = {PARTS_DIR / "__init__.py", PARTS_DIR / "registry.py"}  # the registr
 
 @pytest.mark.parametrize("wing", sorted(p.name for p in PARTS_DIR.glob("*.py") if p not in REGISTRY))
 def test_a_wing_of_parts_imports_no_part(wing):
-    """protocol.py, variants.py, cliffs.py, runrequest.py, parameterkinds.py: what the parts share imports none of
-    them (not even their PART): the registry alone lists the parts."""
+    """protocol.py, variants.py, cliffs.py, injections.py, runrequest.py, parameterkinds.py: what the parts share
+    imports none of them (not even their PART): the registry alone lists the parts."""
     path = PARTS_DIR / wing
     assert not {m for m in imports_of(module_name(path), path) if _part_of(m)}
 

@@ -135,7 +135,7 @@ def test_untraced_step_share_and_profiler_ratio(h200, h200_all):
     inj = p02.injection_table(None, ["h200"])
     _check_untraced(h200, p02.chunk_step_table(inj))
     assert h200["prefill_ms"].nunique() == 1  # one prompt length: one unchunked prefill
-    untraced = next(u for source, _, u in ms.sources(None, ["h200"]) if source == ms.PART0)
+    untraced = next(u for source, _, u in p00.tables.mixed_sources(None, ["h200"]) if source == ms.PART0)
     for model, rows in h200_all[h200_all["source"] == ms.PART0].groupby("model"):  # part 0's models: their own sessions
         own = p02.injections_of([u for u in untraced if u.record.preset == model])
         _check_untraced(rows, p02.chunk_step_table(own))

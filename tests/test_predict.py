@@ -107,9 +107,9 @@ def test_the_admission_limit_counts_pages_like_the_published_pool(result):
 
 
 def test_published_values_are_read_not_typed(view, monkeypatch):
-    from inference_wall.parts.p00 import othergpus, predictwords, stepinputs, stepmodel
+    from inference_wall.parts.p00 import tables
 
-    real = othergpus.load_reference
+    real = tables.load_reference
     base = predict.page(view)["a10g"].set_index("quantity")
 
     def doubled(part, data_dir=None):
@@ -120,9 +120,7 @@ def test_published_values_are_read_not_typed(view, monkeypatch):
             frames["step_time_fit"]["slope_ms_per_seq"] *= 2
         return frames
 
-    for module in (stepmodel, stepinputs, othergpus, predictwords):  # predict's modules that read the reference
-        if hasattr(module, "load_reference"):
-            monkeypatch.setattr(module, "load_reference", doubled)
+    monkeypatch.setattr(tables, "load_reference", doubled)  # part 0's one reader of the reference (tables.reference)
     after = predict.page(view)["a10g"].set_index("quantity")
     for q in ("serving ceiling, flood at cap 256 (tok/s)", "step fit: per sequence (ms)"):
         assert after.loc[q, "published"] == pytest.approx(2 * base.loc[q, "published"])

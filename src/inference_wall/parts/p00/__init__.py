@@ -32,10 +32,10 @@ from .plan import (  # noqa: F401 (the part's names, as before the folder)
     trace_dir, TRACED_KINDS, VARIANT_KEYS, variant_preset, _variants)
 from .families import (  # noqa: F401 (the part's names, as before the folder)
     ATTENTION_MAIN, BAND, COMPONENTS, FILTER_KERNELS, LINEAR_KERNEL, QUANT_KERNELS, quant_matmul_ms,
-    STEP_FAMILIES, step_family)
+    STEP_FAMILIES, step_family, trace_steps)
 from .tables import (  # noqa: F401 (the part's names, as before the folder)
     after_trace, CLIENT_COLUMNS, client_runs, CLIENTS_COLUMNS, clients_table, _fmt, linear_kernel, page_tables,
-    point_table, rig_plan, shape_bytes, trace_steps, trace_table, unmeasured, _window, window_rates)
+    point_table, rig_plan, shape_bytes, trace_table, unmeasured, _window, window_rates)
 from .view import (  # noqa: F401 (the part's names, as before the folder)
     api_servers, api_table, client_pair, clients_page_table, _comp_at, _component, component_long, components,
     context_cost, floors, _from_batch, host_overlap, _matmul_split, MODEL_COLUMNS, MODEL_ORDER, model_table,

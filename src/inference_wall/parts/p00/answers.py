@@ -10,7 +10,7 @@ from ...measure.claims import Missing, known_number
 from ...words import join_and
 from ..protocol import Answers
 from .plan import DENSE
-from .tables import page_tables
+from .tables import page_tables, rig_parameters
 from .view import _comp_at, _component, _step_interval, client_pair, rig_view, sampling_cost
 from .words import _n, _polled_flood_words, api_words, clients_words
 
@@ -37,10 +37,9 @@ def part_answers(part: int | str, data_dir=None, rigs: list[str] | None = None) 
     """The paragraphs of this chapter that answer part `part`'s open questions (its number or name), for that part's
     page: each rig that measured this chapter, its answers whose heading names the part ("(part N)"), the rig named
     where several."""
-    from ...run.rig import load_profile
     from ...schema import PUBLISHED_RIG
-    from ..protocol import page_rigs, parameters_for
-    from .plan import DEFAULTS, NAME
+    from ..protocol import page_rigs
+    from .plan import NAME
 
     from ...schema import part_number
 
@@ -53,7 +52,7 @@ def part_answers(part: int | str, data_dir=None, rigs: list[str] | None = None) 
     extra = {key: read(data_dir, shown)} if read else {}
     out = []
     for rig in shown:
-        view = rig_view(rig, tables, parameters_for(NAME, DEFAULTS, load_profile(rig, data_dir)), data_dir)
+        view = rig_view(rig, tables, rig_parameters(rig, data_dir), data_dir)
         for words in open_answers(view, extra.get("part3"), extra.get("mixed"), extra.get("part5", {}).get(rig)):
             if f"(part {part})" in words.split("**")[1] if words.startswith("**") else False:
                 words = words.replace(f" (part {part}).**", ".**", 1)  # on the part's own page

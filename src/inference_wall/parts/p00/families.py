@@ -2,6 +2,7 @@
 within which the parts add up to the step."""
 from __future__ import annotations
 
+import math
 import re
 
 
@@ -56,3 +57,20 @@ def quant_matmul_ms(kernels: dict) -> float:
     """The GPU milliseconds of the weight-matmul kernels that run the quantized layers (QUANT_KERNELS)."""
     return sum(t for n, (_, t) in kernels.items() if step_family(n) == "weights (matmul)"
                and re.search(QUANT_KERNELS, n.lower()) and not n.lower().startswith("triton"))
+
+
+def trace_steps(kernels: dict, shape: dict) -> float:
+    """Steps in a traced window, counted from the trace itself: every step runs each attention layer's kernel once
+    (flash attention, any variant) and, on a hybrid model, each recurrent layer's state kernel once (decode or
+    chunked prefill); the larger of the two counts over its layers (a step missing from both would be one
+    without attention at all)."""
+    attn = sum(c for n, (c, _) in kernels.items()
+               if re.search(ATTENTION_MAIN, n.lower()) and "combine" not in n.lower())
+    rec = sum(c for n, (c, _) in kernels.items()
+              if re.search(r"fused_recurrent_gated_delta|chunk_gated_delta_rule_fwd_kernel_h", n.lower()))
+    out = []
+    if shape["attention_layers"] and attn:
+        out.append(attn / shape["attention_layers"])
+    if shape["recurrent_layers"] and rec:
+        out.append(rec / shape["recurrent_layers"])
+    return max(out) if out else math.nan

@@ -22,7 +22,7 @@ them (with only the top 12 known, a lower bound); `top_gdn_kernel` / `top_memory
 of the recurrent-state and of the memory family, with its time.
 
 Steps. `chunk_steps`: the steps that carried the prompt, counted in the traced point's iteration log
-(p02.point_injections; it counts steps even where, under asynchronous scheduling, it does not time them), else
+(injections.point_injections; it counts steps even where, under asynchronous scheduling, it does not time them), else
 ceil(prompt_len / budget) (`chunk_steps_from` says which; `chunk_steps_formula` is the ceiling beside it);
 `output_steps`: the long request's completion tokens after the first (the last chunk's step gives the first);
 `steps` = the two added. Per-step values (`busy_per_step_ms`, `<family>_per_step_ms`) divide the window's kernel time
@@ -31,8 +31,8 @@ a chunk step's GPU time, because every kernel of the window is counted, the deco
 included, and the window also holds steps of the background alone (before the prompt's first chunk is scheduled
 and after its last token) that these counts leave out.
 
-Beside it, from part 2's untraced measured injections of the same prompt length and budget (p02.injection_table,
-p02.chunk_step_table): `chunk_step_ms`, the mean step that carried the prompt (its TTFT in the stream over those
+Beside it, from part 2's untraced measured injections of the same prompt length and budget (injections.injection_table,
+injections.chunk_step_table): `chunk_step_ms`, the mean step that carried the prompt (its TTFT in the stream over those
 steps; with chunking off the one step), `prefill_ms`, the prompt's unchunked prefill (its TTFT alone on the idle
 server with chunking off), and `prefill_share_ms` = prefill_ms x budget / prompt_len (the whole of it with chunking
 off): what a chunk would cost if it cost only its share of the prefill; `step_over_share` = chunk_step_ms /
@@ -40,7 +40,7 @@ prefill_share_ms; `non_kernel_ms_min` = chunk_step_ms - busy_per_chunk_step_ms, 
 says nothing): the least of the untraced step that is not kernel time, if its kernels ran no longer untraced than
 traced (not measured). The profiler lengthens what it records:
 `profiler_ratio` = the traced prompt's TTFT / the median untraced TTFT (`untraced_ttft_ms`) at the same length and
-budget. `solo_chunk_step_ms`: the same point's chunk step alone (p02.chunk_step_table: the prompt alone on the idle
+budget. `solo_chunk_step_ms`: the same point's chunk step alone (injections.chunk_step_table: the prompt alone on the idle
 server at the same budget, its TTFT over the steps the log shows carrying it; with chunking off the unchunked prefill);
 `riding_ms` = chunk_step_ms - solo_chunk_step_ms (what the decodes riding along added);
 `sum_ms` = solo_chunk_step_ms + decode_itl_ms (a chunk step alone and one decode step of the same background) and
@@ -48,16 +48,16 @@ server at the same budget, its TTFT over the steps the log shows carrying it; wi
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 
 import pandas as pd
 
 from ...run import trace
-from .. import p02
+from .. import injections
+from ..injections import OFF
 from .families import STEP_FAMILIES, step_family
-from ...records.store import load_points, open_artefact, read_artefact
+from .tables import PART0, PART2, mixed_inputs
 from ... import words
 
 # part 0's families (p00.STEP_FAMILIES, each once, in its order) and the table's short key for each
@@ -144,25 +144,14 @@ def _top(known: dict, family: str, pattern: str | None = None) -> tuple[str | No
     return short_name(name), ms
 
 
-def _raw_kernels(pt, window: dict, summary: dict) -> dict | None:
-    """The kernel table of a window's raw trace where the point kept it, else None."""
-    if summary.get("file") not in (window.get("kept") or []):
-        return None
-    try:
-        path = open_artefact(pt.path, f"trace-{window['window']}-{summary['file']}")
-    except FileNotFoundError:
-        return None
-    return trace.kernel_table(trace.read_trace(path))
-
-
 def _untraced(inj: pd.DataFrame, steps: pd.DataFrame, rig: str, budget: int, n: int) -> dict:
     """The untraced injections' TTFT, mean step that carried the prompt, unchunked prefill and its share, and the
     background's decode-only gap between tokens (the median of the injections' baselines: a decode step of the same
     background, on the same server)."""
     same = inj[(inj["rig"] == rig) & (inj["budget"] == budget) & (inj["prompt_len"] == n)]
-    off = inj[(inj["rig"] == rig) & (inj["budget"] == p02.OFF) & (inj["prompt_len"] == n)]
+    off = inj[(inj["rig"] == rig) & (inj["budget"] == OFF) & (inj["prompt_len"] == n)]
     prefill = float(off["solo_ttft_ms"].median()) if len(off) else math.nan
-    if budget == p02.OFF:  # the one step that carried the whole prompt: chunk_step_table's definition
+    if budget == OFF:  # the one step that carried the whole prompt: chunk_step_table's definition
         carried = same[same["prefill_steps"] > 0]
         step = float((carried["ttft_ms"] / carried["prefill_steps"]).median()) if len(carried) else math.nan
         solo = prefill  # alone, the whole prompt in one step
@@ -172,61 +161,39 @@ def _untraced(inj: pd.DataFrame, steps: pd.DataFrame, rig: str, budget: int, n: 
         solo = float(at["solo_chunk_step_ms"].iloc[0]) if len(at) else math.nan
     return {"untraced_ttft_ms": float(same["ttft_ms"].median()) if len(same) else math.nan, "chunk_step_ms": step,
             "prefill_ms": prefill, "solo_chunk_step_ms": solo,
-            "prefill_share_ms": prefill * (min(budget, n) if budget != p02.OFF else n) / n,
+            "prefill_share_ms": prefill * (min(budget, n) if budget != OFF else n) / n,
             "decode_itl_ms": float(same["baseline_itl_ms"].median()) if len(same) else math.nan}
-
-
-PART2, PART0 = "part 2", "part 0"  # `source`: whose sessions a row's window comes from
-
-
-def sources(data_dir=None, rigs: list[str] | None = None) -> list[tuple[str, list, list]]:
-    """(source, traced points, untraced points): part 2's sessions on the rig's model, and part 0's (p00.mixed_points:
-    the same sessions on part 0's other models)."""
-    from .plan import MIXED_KINDS, NAME
-
-    part0 = [pt for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") in MIXED_KINDS]
-    return [(PART2, [pt for pt in load_points(p02.NAME, data_dir, rigs) if pt.params.get("kind") == "trace"],
-             p02.measured_points(data_dir, rigs)),
-            (PART0, [pt for pt in part0 if pt.params["kind"] == "mixed-trace"],
-             [pt for pt in part0 if pt.params["kind"] == "mixed"])]
 
 
 def mixed_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     """One row per traced configuration of part 2, and of part 0's sessions of the same kind on its other models
-    (see the module's docstring for every column; `model`: the preset served, `source`: whose sessions)."""
-    rows = []
-    for source, traced, untraced in sources(data_dir, rigs):
-        groups: dict[tuple, tuple] = {}
-        for pt in traced:
-            key = (pt.rig, pt.record.preset)
-            if key not in groups:
-                inj = p02.injections_of([u for u in untraced if (u.rig, u.record.preset) == key])
-                groups[key] = (inj, p02.chunk_step_table(inj))
-            row = _row(pt, *groups[key])
-            if row is not None:
-                rows.append({**row, "model": pt.record.preset, "source": source})
+    (see the module's docstring for every column; `model`: the preset served, `source`: whose sessions), from what
+    tables.mixed_inputs read of them."""
+    rows, steps = [], {}
+    for source, pt, read, inj in mixed_inputs(data_dir, rigs):
+        if id(inj) not in steps:  # one table of chunk steps per group of untraced injections
+            steps[id(inj)] = injections.chunk_step_table(inj)
+        row = _row(pt, read, inj, steps[id(inj)])
+        if row is not None:
+            rows.append({**row, "model": pt.record.preset, "source": source})
     out = pd.DataFrame(rows, columns=COLUMNS)
-    order = out["budget"].where(out["budget"] != p02.OFF, 10**9)
+    order = out["budget"].where(out["budget"] != OFF, 10**9)
     rank = out["source"].map({PART2: 0, PART0: 1})
     return (out.assign(_o=order, _s=rank).sort_values(["rig", "_s", "model", "_o"], ascending=[True, True, True, False])
             .drop(columns=["_o", "_s"]).reset_index(drop=True))
 
 
-def _row(pt, inj: pd.DataFrame, steps: pd.DataFrame) -> dict | None:
-    """One traced configuration's row (see the module's docstring), None where its injection window holds no trace."""
-    summary = json.loads(read_artefact(pt.path, "trace-summary.json"))
-    window = next((w for w in summary.get("windows", []) if w["window"] == "injection" and w.get("summaries")), None)
-    if window is None:
+def _row(pt, read: dict | None, inj: pd.DataFrame, steps: pd.DataFrame) -> dict | None:
+    """One traced configuration's row (see the module's docstring) from what tables.traced_window read of it, None
+    where its injection window holds no trace."""
+    if read is None:
         return None
-    sm = window["summaries"][0]
+    sm, kernels, rec, ours = read["summary"], read["kernels"], read["record"], read["injections"]
     budget, n = int(pt.params["budget"]), int(pt.params["prompt_len"])
-    kernels = _raw_kernels(pt, window, sm)
     split = family_split(sm, kernels)
     check = misplaced_ms(family_split(sm)["families"], split["families"]) if kernels is not None else math.nan
-    rec = json.loads(read_artefact(pt.path, "bench-inject.json"))["injections"][0]
-    ours = p02.point_injections(pt)
     logged = int(ours["prefill_steps"].iloc[0]) if len(ours) else 0
-    formula = 1 if budget == p02.OFF else math.ceil(n / budget)
+    formula = 1 if budget == OFF else math.ceil(n / budget)
     chunk_steps = logged or formula
     output_steps = max(int(rec.get("completion_tokens") or 0) - 1, 0)
     total = chunk_steps + output_steps
@@ -237,7 +204,7 @@ def _row(pt, inj: pd.DataFrame, steps: pd.DataFrame) -> dict | None:
     chunk_known = [ms for name, ms in split["known"].items()
                    if step_family(name) == "recurrent state (GDN)" and re.search(GDN_CHUNK, name.lower())]
     traced_ttft = float(ours["ttft_ms"].iloc[0]) if len(ours) else math.nan
-    row = {"rig": pt.rig, "config": p02.config_label(budget), "budget": budget, "prompt_len": n,
+    row = {"rig": pt.rig, "config": injections.config_label(budget), "budget": budget, "prompt_len": n,
            "span_ms": float(sm["span_ms"]), "busy_ms": busy,
            "busy_pct": 100 * busy / sm["span_ms"] if sm["span_ms"] else math.nan, "events": int(sm["events"]),
            **{f"{FAMILY_KEYS[f]}_ms": fam[f] for f in FAMILIES},
@@ -285,14 +252,14 @@ def mixed_words(table: pd.DataFrame, rig: str | None = None, model: str | None =
     first = model is None or model == t["model"].iloc[0]
     model = model or t["model"].iloc[0]
     t = t[t["model"] == model]
-    chunked = t[t["budget"] != p02.OFF].sort_values("budget")
+    chunked = t[t["budget"] != OFF].sort_values("budget")
     if not len(chunked):
         return []
     small = chunked.iloc[0]
-    ref = t[t["budget"] == p02.OFF]
+    ref = t[t["budget"] == OFF]
     ref = ref.iloc[0] if len(ref) else (chunked.iloc[-1] if len(chunked) > 1 else None)
     b = f"budget {int(small.budget):,}"
-    against = None if ref is None else ("with chunking off" if ref.budget == p02.OFF else f"at budget {int(ref.budget):,}")
+    against = None if ref is None else ("with chunking off" if ref.budget == OFF else f"at budget {int(ref.budget):,}")
     s = (f"On {rig}{'' if first else f', the {model}'}, in the profiler's window of the long prompt at {b} the GPU ran kernels for "
          f"{sig(small.busy_ms)} of {sig(small.span_ms)} ms ({sig(small.busy_pct)}%)")
     if ref is not None:
@@ -354,7 +321,7 @@ def sum_words(table: pd.DataFrame, rig: str) -> str | None:
     parts, floors = [], []
     for model in models_of(table, rig):
         t = table[(table["rig"] == rig) & (table["model"] == model)].dropna(subset=["chunk_step_ms", "sum_ms"])
-        t = t[t["budget"] != p02.OFF].sort_values("budget")
+        t = t[t["budget"] != OFF].sort_values("budget")
         if not len(t):
             continue
         r = t.iloc[0]

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from ...measure import analysis
-from ...records.reference import load_reference, reference_fact
+from .tables import reference, reference_fact
 from ... import words
 from ...words import join_and
 from .stepinputs import measured_steps
@@ -59,7 +59,7 @@ def _flood_parts(m: StepModel, gpu: Gpu, batch: float, input_len: int, output_le
 
 
 def _workload(data_dir=None) -> dict:
-    f1 = load_reference(1, data_dir)
+    f1 = reference(1, data_dir)
     return {"input_len": int(reference_fact(f1, "workload_input_tokens")),
             "output_len": int(reference_fact(f1, "workload_output_tokens")),
             "max_num_seqs": int(reference_fact(f1, "max_num_seqs")),
@@ -75,7 +75,7 @@ def a10g_table(models: dict[str, StepModel], gpus_: dict[str, Gpu], ratio: float
     g = gpus_["a10g"]
     m, small = models["4b"], models.get("0.5b")
     w = _workload(data_dir)
-    ref1, ref3 = load_reference(1, data_dir), load_reference(3, data_dir)
+    ref1, ref3 = reference(1, data_dir), reference(3, data_dir)
     fit = ref1["step_time_fit"].iloc[0]
     mns = ref3["mns_sweep"].sort_values("max_num_seqs")
     n_in, n_out, cap_top = w["input_len"], w["output_len"], w["max_num_seqs"]
@@ -164,7 +164,7 @@ def prefill_sensitivity(models: dict[str, StepModel], gpus_: dict[str, Gpu], rat
     w = _workload(data_dir)
     tokens = w["input_len"] + w["output_len"]
     adm = m.admission(m.usable_gib(g, ratio), w["utilization"], tokens)
-    caps = load_reference(3, data_dir)["mns_sweep"]["max_num_seqs"].astype(int).tolist()
+    caps = reference(3, data_dir)["mns_sweep"]["max_num_seqs"].astype(int).tolist()
     rows = []
     for cap in caps:
         b = min(cap, adm) if adm else cap

@@ -34,7 +34,7 @@ parts scale how is a modelling choice, stated here and in every coefficient's `s
 
 A flood (every request `input` prompt tokens, `output` generated) adds each request's prefill: 2 x the language
 model's matmul parameters x prompt tokens over the target's tensor TFLOP/s times the fraction of the h200's peak that
-part 2's solo prefill reached (p02.roofline_table, its shortest prompt). Its throughput at a cap is
+part 2's solo prefill reached (injections.roofline_table, its shortest prompt). Its throughput at a cap is
 output / (output x step(B) / B + prefill), B = min(cap, the KV admission limit), and the prefill is added to the
 decode (not overlapped with it): a model choice.
 

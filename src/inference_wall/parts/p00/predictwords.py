@@ -5,7 +5,7 @@ import math
 
 import pandas as pd
 
-from ...records.reference import load_reference
+from .tables import reference
 from ... import words
 from ...words import join_and
 from .othergpus import _n
@@ -142,7 +142,7 @@ def notes(view: dict, models: dict[str, StepModel], data_dir=None) -> list[str]:
         out.append(f"On the h200 the 4B's step at batch {c['batch']} grows {_n(c['slope_ms_per_k'])} ms per 1,000 "
                    f"tokens of context where the KV bytes predict {_n(c['kv_predicted_ms_per_k'])} ms: the KV term "
                    "is the bytes, not that slope.")
-    setup = load_reference(1, data_dir)["server_setup"].set_index("setting")["stated"]
+    setup = reference(1, data_dir)["server_setup"].set_index("setting")["stated"]
     ours = sorted({s["vllm"] for s in _h200_starts(data_dir, view["rig"])
                    if s["vllm"] and s["dir"].parent.parent.name == "00-inside-a-step"})
     if ours and "vllm_version" in setup.index:

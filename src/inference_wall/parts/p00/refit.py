@@ -52,14 +52,12 @@ A10G_FIT_BATCHES = (1, 8, 16, 32, 64, 128)  # a line through these stands for th
 def measured_gpus(data_dir=None, variant: str = "4b") -> dict[str, dict]:
     """Every rig whose profile names its datasheet row and whose part-0 runs trace `variant` at two or more pure-decode
     batches: {rig: {"view", "fit", "datasheet"}}."""
-    from ...records.store import rigs_with_data
-    from ...run.rig import load_profile
-    from .tables import page_tables
+    from .tables import page_tables, rig_datasheet, rigs_measured
     from .view import rig_view
 
     out = {}
-    for rig in rigs_with_data("00-inside-a-step", data_dir):
-        ds = load_profile(rig, data_dir).datasheet
+    for rig in rigs_measured(data_dir):
+        ds = rig_datasheet(rig, data_dir)
         if not ds:
             continue
         view = rig_view(rig, page_tables(data_dir, [rig]), None, data_dir)

@@ -104,12 +104,12 @@ def _a10g_rows(f: Fit, res: dict[str, str], t: Target, fit_tf: float, fit_rig: s
     """The published A10G figures the refit can state from `f` alone: its single stream, the step fit's two terms
     (a line through the predicted steps at A10G_FIT_BATCHES), each beside the frozen model's error (`frozen`:
     quantity -> error %, predict.a10g_table's)."""
-    from ...records.reference import load_reference, reference_fact
     from . import predict
+    from .tables import reference, reference_fact
 
     if variant != "4b":
         return []
-    ref1 = load_reference(1, data_dir)
+    ref1 = reference(1, data_dir)
     line = ref1["step_time_fit"].iloc[0]
     steps = {b: predicted_step(f, res, t, fit_tf, b)["step"] for b in A10G_FIT_BATCHES}
     a, b = _line(list(steps), list(steps.values()))

@@ -19,6 +19,7 @@ import math
 import pandas as pd
 
 from . import predict
+from .tables import rigs_measured
 from ...measure.analysis import round_sig
 
 # per part: (step-model variant, the part's own name for the model in its tables; part 1 has one model)
@@ -218,13 +219,12 @@ def sections(part: int | str, data_dir=None, shown: list[str] | None = None) -> 
     """(rig, table as shown, paragraph) for each rig the part's page shows that also ran part 0: what the page's
     section "What the step chapter measured" prints under the chapter's answers; none for a part whose
     measurements the step model does not predict (PART_ROWS)."""
-    from ...records.store import rigs_with_data
     from ..protocol import page_rigs
     from ...schema import part_number
 
     if part_number(part) not in PART_ROWS:
         return []
-    have0 = set(rigs_with_data(0, data_dir))
+    have0 = set(rigs_measured(data_dir))
     out = []
     for rig in [r for r in (shown or page_rigs(part, data_dir)) if r in have0]:
         table, none = part_table(part, data_dir, rig)

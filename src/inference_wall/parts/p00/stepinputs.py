@@ -2,18 +2,17 @@
 memory, part 2's solo prefill; step_model builds one variant's StepModel from them."""
 from __future__ import annotations
 
-import functools
 import math
 
 import pandas as pd
 
 from ...measure import analysis
 from ...errors import UserError
-from ...model.kvcache import pool_flags
 from ...model.pools import block_size
-from ...records.reference import load_reference, reference_fact
 from .stepmodel import (Gpu, H200_KEY, MODELS, OTHER_FAMILIES, RIG, STATE_FAMILIES, StepModel, TRACE_BATCHES, Term,
                         gpus)
+from .tables import (PROFILE_FLAGS, _starts, part2_freezes, reference, reference_fact,  # noqa: F401 (PROFILE_FLAGS,
+                     server_log, server_starts)  # _starts: predict's names, as before tables read the starts)
 
 
 def _row(frame: pd.DataFrame, batch: int) -> pd.Series:
@@ -68,41 +67,9 @@ def _trace_context(view: dict, variant: str) -> float:
     return float(t["context"].iloc[0])
 
 
-# Flags that change the activations vLLM's profile run reserves before it sizes the KV pool (part 2's servers set
-# both): a start with them has another overhead than a default server of the same preset and cap.
-PROFILE_FLAGS = frozenset({"--max-num-batched-tokens", "--max-model-len"})
-
-
 def _h200_starts(data_dir=None, rig: str = RIG) -> list[dict]:
-    """Every recorded server start on `rig` (any part): preset, max_num_seqs, pool-sizing flags, when, where."""
-    from ...records.store import runs_dir
-
-    return _starts(str(runs_dir(data_dir)), rig)
-
-
-@functools.lru_cache(maxsize=8)
-def _starts(runs: str, rig: str) -> list[dict]:
-    from pathlib import Path
-
-    from ...records.record import read_record
-
-    seen, out = set(), []
-    for man in sorted(Path(runs).glob(f"*/{rig}/*/manifest.json")):
-        rec = read_record(man.parent)
-        if not rec or not rec.complete or not (rec.session and rec.session.has_startup):
-            continue
-        sid = rec.session.id
-        if sid in seen:
-            continue
-        seen.add(sid)
-        cmd = [str(a) for a in (rec.session.server_command or [])]
-        mns = int(cmd[cmd.index("--max-num-seqs") + 1]) if "--max-num-seqs" in cmd else None
-        out.append({"preset": rec.model.get("preset"), "max_num_seqs": mns, "pool_flags": pool_flags(cmd),
-                    "profile_flags": sorted(set(cmd) & PROFILE_FLAGS),
-                    "started": rec.session.server_started or 0, "dir": man.parent,
-                    "memory_total": (rec.rig_info.get("gpu") or {}).get("memory.total"),
-                    "vllm": rec.rig_info.get("vllm")})
-    return out
+    """Every recorded server start on `rig` (any part): tables.server_starts."""
+    return server_starts(data_dir, rig)
 
 
 def _gib(text: str | None) -> float:
@@ -120,13 +87,12 @@ def start_memory(preset: str, max_num_seqs: int, data_dir=None, rig: str = RIG) 
     Every value NaN (and the source says so) where no such start logged its memory."""
     from ...records.logs import parse_startup
     from ...records.serversetup import setup_from_log
-    from ...records.store import read_artefact
 
     starts = [s for s in _h200_starts(data_dir, rig)
               if s["preset"] == preset and not s["pool_flags"] and not s["profile_flags"]]
     same = [s for s in starts if s["max_num_seqs"] == max_num_seqs]
     for s in sorted(same or starts, key=lambda s: s["started"], reverse=True):
-        text = read_artefact(s["dir"], "server.log")  # plain or gzipped (compress_large gzips the long ones)
+        text = server_log(s["dir"])
         rep, setup = parse_startup(text), setup_from_log(text)
         util = setup.get("gpu_memory_utilization")
         if rep.kv_cache_gib and rep.weights_gib and util:
@@ -161,16 +127,15 @@ def prefill_rate(view: dict, h200: Gpu, data_dir=None) -> tuple[float, str]:
     """The fraction of the h200's dense peak that part 2's solo prefill reached (chunking off; the shortest prompt
     measured): 2 x the 4B's matmul parameters x tokens / peak over the measured TTFT."""
     from ...model.modelshape import ModelShape
-    from .. import p02
+    from .. import injections
 
     try:
-        inj = p02.injection_table(data_dir, [view["rig"]])
-        fr = p02.freeze_table(inj)
+        fr = part2_freezes(view["rig"], data_dir)
     except (UserError, FileNotFoundError, KeyError, ValueError) as exc:  # no part 2 data on this rig
         return math.nan, f"no part 2 prefill on {view['rig']} ({exc})"
     params = ModelShape.of("qwen3.5-4b", data_dir).matmul_params
-    roof = p02.roofline_table(fr, data_dir, params_by_rig={view["rig"]: params},
-                              peaks={view["rig"]: {"peak_dense_tflops": h200.tflops, "peak_source": "datasheet"}})
+    roof = injections.roofline_table(fr, {view["rig"]: {"peak_dense_tflops": h200.tflops, "peak_source": "datasheet"}},
+                                     data_dir, params_by_rig={view["rig"]: params})
     roof = roof[roof["rig"] == view["rig"]].sort_values("prompt_len")
     if not len(roof):
         return math.nan, f"no part 2 prefill on {view['rig']}"
@@ -186,7 +151,7 @@ def step_model(view: dict, variant: str, gpus_: dict[str, Gpu], data_dir=None, m
     memory overhead the admission uses (default: the series', part 1's facts). `sync`: add the host work that the
     asynchronous scheduler hid on the h200 (the 4b-sync variant), for a server that schedules synchronously."""
     if max_num_seqs is None:
-        max_num_seqs = int(reference_fact(load_reference(1, data_dir), "max_num_seqs"))
+        max_num_seqs = int(reference_fact(reference(1, data_dir), "max_num_seqs"))
     from ...model.modelshape import ModelShape
 
     rig = view["rig"]
@@ -264,7 +229,7 @@ def step_models(view: dict, data_dir=None, gpus_: dict[str, Gpu] | None = None, 
     """A step model per series model traced on the rig (MODELS), at the series' max_num_seqs (part 1's facts)."""
     gpus_ = gpus_ or gpus(data_dir)
     if max_num_seqs is None:
-        max_num_seqs = int(reference_fact(load_reference(1, data_dir), "max_num_seqs"))
+        max_num_seqs = int(reference_fact(reference(1, data_dir), "max_num_seqs"))
     pre = prefill_rate(view, gpus_[H200_KEY], data_dir)
     return {v: step_model(view, v, gpus_, data_dir, max_num_seqs, pre) for v in MODELS
             if v in view.get("variant_components", {}) and v in set(view["models"]["variant"])}

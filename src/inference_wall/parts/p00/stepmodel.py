@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ...measure.analysis import GIB
 from ...model.kvcache import KVPool, ModelLayout
 from ...model.pools import block_size
-from ...records.reference import gpu_datasheets, load_reference, reference_fact
+from .tables import datasheets, reference, reference_fact
 
 
 RIG = "h200"
@@ -64,13 +64,13 @@ def gpus(data_dir=None) -> dict[str, Gpu]:
     its with-sparsity figure (NVIDIA's 2:4 structured sparsity figures are twice the dense ones); the A10G, which has
     no NVIDIA datasheet, takes the figure part 1's post quotes (reference fact a10g_fp16_peak)."""
     out = {}
-    for r in gpu_datasheets(data_dir).itertuples():
+    for r in datasheets(data_dir).itertuples():
         if r.fp16_tensor_dense_tflops == r.fp16_tensor_dense_tflops:
             tf, how = float(r.fp16_tensor_dense_tflops), "datasheet, dense"
         elif r.fp16_tensor_sparse_tflops == r.fp16_tensor_sparse_tflops:
             tf, how = float(r.fp16_tensor_sparse_tflops) / 2, "datasheet, half its with-sparsity figure"
         elif r.key == "a10g":
-            tf, how = reference_fact(load_reference(1, data_dir), "a10g_fp16_peak"), "part 1's post (quoted spec)"
+            tf, how = reference_fact(reference(1, data_dir), "a10g_fp16_peak"), "part 1's post (quoted spec)"
         else:
             tf, how = math.nan, "none"
         out[r.key] = Gpu(r.key, r.gpu, float(r.memory_gb), float(r.memory_bandwidth_gb_s), tf, how, r.source)

@@ -1,7 +1,8 @@
 """Part 0's tables: the only file of the part's page that reads the data dir (the points, the traces, the
-clients' floods, the shapes a step reads)."""
+clients' floods, the shapes a step reads, the mixed steps' traced windows and untraced injections)."""
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -9,9 +10,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...records.store import load_points, open_artefact, pass_summary, read_artefact
+from ...model.kvcache import pool_flags
+from ...records.record import read_record
+from ...records.reference import gpu_datasheets, load_reference, reference_fact  # noqa: F401 (the step model's)
+from ...records.store import (DATA_DIR, load_points, log_startup, open_artefact, pass_summary, read_artefact,
+                              rigs_with_data, runs_dir)
+from ...run import trace
+from ...schema import PARTS
 from ...run.sweep import PointPlan
-from .families import ATTENTION_MAIN, COMPONENTS, FILTER_KERNELS, LINEAR_KERNEL, quant_matmul_ms, step_family
+from .. import injections
+from .families import COMPONENTS, FILTER_KERNELS, LINEAR_KERNEL, quant_matmul_ms, step_family, trace_steps
 from .plan import DEFAULTS, MIXED_KINDS, NAME, plan, served_presets
 
 
@@ -112,23 +120,6 @@ def linear_kernel(pt) -> str | None:
     except FileNotFoundError:
         return None
     return m.group(1) if m else None
-
-
-def trace_steps(kernels: dict, shape: dict) -> float:
-    """Steps in a traced window, counted from the trace itself: every step runs each attention layer's kernel once
-    (flash attention, any variant) and, on a hybrid model, each recurrent layer's state kernel once (decode or
-    chunked prefill); the larger of the two counts over its layers (a step missing from both would be one
-    without attention at all)."""
-    attn = sum(c for n, (c, _) in kernels.items()
-               if re.search(ATTENTION_MAIN, n.lower()) and "combine" not in n.lower())
-    rec = sum(c for n, (c, _) in kernels.items()
-              if re.search(r"fused_recurrent_gated_delta|chunk_gated_delta_rule_fwd_kernel_h", n.lower()))
-    out = []
-    if shape["attention_layers"] and attn:
-        out.append(attn / shape["attention_layers"])
-    if shape["recurrent_layers"] and rec:
-        out.append(rec / shape["recurrent_layers"])
-    return max(out) if out else math.nan
 
 
 def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
@@ -245,6 +236,58 @@ def clients_table(data_dir=None, rigs: list[str] | None = None) -> tuple[pd.Data
     return pd.DataFrame(points, columns=CLIENTS_COLUMNS), per_client
 
 
+PART2, PART0 = "part 2", "part 0"  # `source` of a mixed step's row: whose sessions its window comes from
+
+
+def mixed_sources(data_dir=None, rigs: list[str] | None = None) -> list[tuple[str, list, list]]:
+    """(source, traced points, untraced points): part 2's sessions on the rig's model, and part 0's (p00.mixed_points:
+    the same sessions on part 0's other models)."""
+    part0 = [pt for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") in MIXED_KINDS]
+    return [(PART2, [pt for pt in load_points(injections.NAME, data_dir, rigs) if pt.params.get("kind") == "trace"],
+             injections.measured_points(data_dir, rigs)),
+            (PART0, [pt for pt in part0 if pt.params["kind"] == "mixed-trace"],
+             [pt for pt in part0 if pt.params["kind"] == "mixed"])]
+
+
+def _raw_kernels(pt, window: dict, summary: dict) -> dict | None:
+    """The kernel table of a window's raw trace where the point kept it, else None."""
+    if summary.get("file") not in (window.get("kept") or []):
+        return None
+    try:
+        path = open_artefact(pt.path, f"trace-{window['window']}-{summary['file']}")
+    except FileNotFoundError:
+        return None
+    return trace.kernel_table(trace.read_trace(path))
+
+
+def traced_window(pt) -> dict | None:
+    """What a mixed step's row reads of one traced point (mixed._row): its injection window's `summary` (the first of
+    trace.summarise's), the raw trace's `kernels` where kept (else None), the long prompt's bench-inject `record` and
+    its `injections` (injections.point_injections); None where the injection window holds no trace."""
+    summary = json.loads(read_artefact(pt.path, "trace-summary.json"))
+    window = next((w for w in summary.get("windows", []) if w["window"] == "injection" and w.get("summaries")), None)
+    if window is None:
+        return None
+    sm = window["summaries"][0]
+    return {"summary": sm, "kernels": _raw_kernels(pt, window, sm),
+            "record": json.loads(read_artefact(pt.path, "bench-inject.json"))["injections"][0],
+            "injections": injections.point_injections(pt)}
+
+
+def mixed_inputs(data_dir=None, rigs: list[str] | None = None) -> list[tuple[str, object, dict | None, pd.DataFrame]]:
+    """Per traced point of mixed_sources, in their order: (source, the point, traced_window's read of it, the
+    untraced injections of the same rig and model: injections.injections_of, one frame per rig and model)."""
+    out = []
+    for source, traced, untraced in mixed_sources(data_dir, rigs):
+        groups: dict[tuple, pd.DataFrame] = {}
+        for pt in traced:
+            key = (pt.rig, pt.record.preset)
+            if key not in groups:
+                groups[key] = injections.injections_of([u for u in untraced if (u.rig, u.record.preset) == key])
+            out.append((source, pt, traced_window(pt), groups[key]))
+    return out
+
+
 def page_tables(data_dir=None, rigs: list[str] | None = None) -> dict:
     clients, client_rows = clients_table(data_dir, rigs)
     return {"points": point_table(data_dir, rigs), "trace": trace_table(data_dir, rigs), "clients": clients,
@@ -261,8 +304,97 @@ def rig_plan(rig: str, data_dir=None) -> list[PointPlan]:
     """The rig's plan of this part (parts.plan's, from the part's own pieces: no registry of parts): its parameters
     on the rig, the KV pool of each model it serves."""
     from ...run.rig import load_profile
-    from ..protocol import parameters_for, pools_for
+    from ..protocol import pools_for
 
     profile = load_profile(rig, data_dir)
-    params = parameters_for(NAME, DEFAULTS, profile)
+    params = rig_parameters(rig, data_dir, profile)
     return plan(params, profile, pools_for(NAME, served_presets(params, profile), profile, data_dir))
+
+
+def rig_parameters(rig: str, data_dir=None, profile=None) -> dict:
+    """This part's parameters on a rig: its defaults, then the rig profile's overrides (`profile`: the rig's, read
+    here where not given)."""
+    from ...run.rig import load_profile
+    from ..protocol import parameters_for
+
+    return parameters_for(NAME, DEFAULTS, profile if profile is not None else load_profile(rig, data_dir))
+
+
+def rigs_measured(data_dir=None) -> list[str]:
+    """The rigs with this part's points in the data dir."""
+    return list(rigs_with_data(0, data_dir))
+
+
+def reference(part: int, data_dir=None) -> dict:
+    """The published reference of part `part` (data/reference/, records.reference.load_reference: its facts and
+    tables), for the step model and its checks: the part's one reader of the reference."""
+    return load_reference(part, data_dir)
+
+
+def datasheets(data_dir=None) -> pd.DataFrame:
+    """The GPUs' datasheet rows (data/reference/, records.reference.gpu_datasheets)."""
+    return gpu_datasheets(data_dir)
+
+
+def rig_datasheet(rig: str, data_dir=None) -> str | None:
+    """The datasheet row a rig's profile names (None where it names none)."""
+    from ...run.rig import load_profile
+
+    return load_profile(rig, data_dir).datasheet
+
+
+# Flags that change the activations vLLM's profile run reserves before it sizes the KV pool (part 2's servers set
+# both): a start with them has another overhead than a default server of the same preset and cap.
+PROFILE_FLAGS = frozenset({"--max-num-batched-tokens", "--max-model-len"})
+
+
+def server_starts(data_dir=None, rig: str = "h200") -> list[dict]:
+    """Every recorded server start on `rig` (any part): preset, max_num_seqs, pool-sizing flags, when, where."""
+    return _starts(str(runs_dir(data_dir)), rig)
+
+
+@functools.lru_cache(maxsize=8)
+def _starts(runs: str, rig: str) -> list[dict]:
+    seen, out = set(), []
+    for man in sorted(Path(runs).glob(f"*/{rig}/*/manifest.json")):
+        rec = read_record(man.parent)
+        if not rec or not rec.complete or not (rec.session and rec.session.has_startup):
+            continue
+        sid = rec.session.id
+        if sid in seen:
+            continue
+        seen.add(sid)
+        cmd = [str(a) for a in (rec.session.server_command or [])]
+        mns = int(cmd[cmd.index("--max-num-seqs") + 1]) if "--max-num-seqs" in cmd else None
+        out.append({"preset": rec.model.get("preset"), "max_num_seqs": mns, "pool_flags": pool_flags(cmd),
+                    "profile_flags": sorted(set(cmd) & PROFILE_FLAGS),
+                    "started": rec.session.server_started or 0, "dir": man.parent,
+                    "memory_total": (rec.rig_info.get("gpu") or {}).get("memory.total"),
+                    "vllm": rec.rig_info.get("vllm")})
+    return out
+
+
+def server_log(point_dir) -> str:
+    """A start's server log, plain or gzipped (compress_large gzips the long ones)."""
+    return read_artefact(point_dir, "server.log")
+
+
+def part2_freezes(rig: str, data_dir=None) -> pd.DataFrame:
+    """Part 2's freezes on a rig (injections.freeze_table of its injection_table): the step model's solo prefill."""
+    return injections.freeze_table(injections.injection_table(data_dir, [rig]))
+
+
+def frozen_predictions(gpu_key: str, data_dir=None, model: str | None = None) -> pd.DataFrame | None:
+    """The frozen prediction of datasheet row `gpu_key`: predict.py's, refit.py's with `model="refit"`; else None."""
+    path = Path(data_dir or DATA_DIR) / "predictions" / (f"{gpu_key}-{model}.csv" if model else f"{gpu_key}.csv")
+    return pd.read_csv(path, dtype={"model_commit": str}) if path.exists() else None
+
+
+def single_pass(rig: str, data_dir=None) -> dict | None:
+    """Part 1's pass of one request at a time on a rig (its `single` point's pass_summary), None where not run."""
+    return next((pass_summary(pt) for pt in load_points(PARTS[1], data_dir, [rig]) if pt.name == "single"), None)
+
+
+def start_report(point_dir):
+    """The startup report (logs.parse_startup, cached) of a start's server log."""
+    return log_startup(open_artefact(point_dir, "server.log"))

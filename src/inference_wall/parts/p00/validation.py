@@ -20,11 +20,10 @@ guesses it. The frozen file is read as written; a later model's prediction is an
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
 
-from ...records.store import DATA_DIR
+from .tables import frozen_predictions as frozen, rig_datasheet, single_pass, start_report
 
 FROZEN_NAME = "frozen before the first run"
 COLUMNS = ["rig", "gpu", "model", "quantity", "batch", "cap", "predicted", "measured", "error_pct", "unit",
@@ -34,13 +33,6 @@ VARIANT_MODEL = {"4b": ("4B", "decode step"), "4b-sync": ("4B", "decode step, as
                  "9b-fp16": ("9B fp16", "decode step"),
                  "9b-int4": ("9B int4", "decode step")}
 FLOOD_MODELS = {"main": ("4B", "qwen3.5-4b"), "small": ("0.5B", "qwen2.5-0.5b")}
-
-
-def frozen(gpu_key: str, data_dir=None, model: str | None = None) -> pd.DataFrame | None:
-    """The frozen prediction for datasheet row `gpu_key` (None where there is none): the model of parts/p00/predict.py,
-    or with `model="refit"` parts/p00/refit.py's (`<gpu>-refit.csv`)."""
-    path = Path(data_dir or DATA_DIR) / "predictions" / (f"{gpu_key}-{model}.csv" if model else f"{gpu_key}.csv")
-    return pd.read_csv(path, dtype={"model_commit": str}) if path.exists() else None
 
 
 def _today(gpu_key: str, data_dir=None, model: str | None = None) -> pd.DataFrame:
@@ -89,17 +81,11 @@ def _decode_rows(rig: str, data_dir=None) -> list[dict]:
 
 
 def _single_rows(rig: str, data_dir=None) -> list[dict]:
-    from ...records.store import load_points, pass_summary
-
-    rows = []
-    for pt in load_points("01-hit-the-wall", data_dir, [rig]):
-        if pt.name == "single":
-            s = pass_summary(pt)
-            if s["itl_p50_ms"] == s["itl_p50_ms"]:
-                rows.append({"model": "4B", "quantity": "single stream", "batch": 1, "measured": s["itl_p50_ms"],
-                             "measure": "median inter-token latency, one request at a time",
-                             "source": f"01-hit-the-wall/{rig}/single"})
-    return rows
+    s = single_pass(rig, data_dir)
+    if s is None or s["itl_p50_ms"] != s["itl_p50_ms"]:
+        return []
+    return [{"model": "4B", "quantity": "single stream", "batch": 1, "measured": s["itl_p50_ms"],
+             "measure": "median inter-token latency, one request at a time", "source": f"01-hit-the-wall/{rig}/single"}]
 
 
 def _flood_rows(rig: str, data_dir=None) -> list[dict]:
@@ -128,7 +114,6 @@ def _admission_rows(rig: str, frozen_rows: pd.DataFrame, data_dir=None) -> list[
     max_num_seqs (predict._workload) where such a start exists."""
     from ...model.kvcache import pool_from_report
     from ...model.modelshape import ModelShape
-    from ...records.store import log_startup, open_artefact
     from . import predict
 
     w = predict._workload(data_dir)
@@ -141,8 +126,7 @@ def _admission_rows(rig: str, frozen_rows: pd.DataFrame, data_dir=None) -> list[
         start = predict.start_memory(preset, w["max_num_seqs"], data_dir, rig)
         if start.get("dir") is None or start["utilization"] != start["utilization"]:
             continue
-        pool = pool_from_report(log_startup(open_artefact(start["dir"], "server.log")),
-                                ModelShape.of(preset, data_dir).layout)
+        pool = pool_from_report(start_report(start["dir"]), ModelShape.of(preset, data_dir).layout)
         if pool is None:
             continue
         rows.append({"model": model, "quantity": "KV admission", "utilization": start["utilization"],
@@ -174,9 +158,7 @@ def table(rig: str, data_dir=None, today: bool = False, model: str | None = None
     row has no such frozen prediction, or nothing of it is measured yet. `today`: also what the model says now
     (`today`, `today_error_pct`), a later model than the frozen one wherever the two differ: shown beside the frozen
     prediction under its own name, never in its place."""
-    from ...run.rig import load_profile
-
-    key = load_profile(rig, data_dir).datasheet
+    key = rig_datasheet(rig, data_dir)
     pred = frozen(key, data_dir, model) if key else None
     if pred is None:
         return pd.DataFrame(columns=COLUMNS)
@@ -277,11 +259,9 @@ def sentences(val: pd.DataFrame, frozen_rows: pd.DataFrame | None = None) -> lis
 def section(rig: str, data_dir=None, model: str | None = None) -> dict | None:
     """What the chapter shows of one of `rig`'s frozen predictions: its sentences and its table as read (None where
     the rig has no such frozen prediction or has measured none of it yet)."""
-    from ...run.rig import load_profile
-
     val = table(rig, data_dir, today=True, model=model)
     if not len(val):
         return None
-    key = load_profile(rig, data_dir).datasheet
+    key = rig_datasheet(rig, data_dir)
     return {"table": val, "shown": shown(val), "sentences": sentences(val, frozen(key, data_dir, model)), "gpu": key,
             "file": f"data/predictions/{key}{'-' + model if model else ''}.csv"}

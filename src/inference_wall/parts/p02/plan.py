@@ -14,6 +14,7 @@ from ...run.bench import PassSpec, Workload
 from ...run.inject import InjectSpec, injection
 from ...run.sweep import PassPlan, PointPlan
 from ...run.trace import traced_injection
+from .. import injections
 
 
 NAME = "02-prefill-freeze"
@@ -22,7 +23,7 @@ NAME = "02-prefill-freeze"
 NOTEBOOK = "notebooks/02-prefill-freeze.md"
 
 
-OFF = 0  # a budget of 0 in `budgets`: chunked prefill off
+OFF = injections.OFF  # a budget of 0 in `budgets`: chunked prefill off (the wing's, which part 0 reads too)
 
 
 A10G_BUDGET = 2048  # vLLM's default max_num_batched_tokens for a served model on a GPU under 70 GiB (the A10G)

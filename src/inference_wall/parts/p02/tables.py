@@ -1,27 +1,24 @@
 """Part 2's tables: the only file of the part that reads the disk (each injection and the steps around it, the
 freeze per configuration, the timelines, the knee points against part 1's pass at that rate, the traces, the
-clocks, the roofline's inputs and the post's figures)."""
+clocks, the roofline's inputs and the post's figures). The injections' readers and the tables over them are the
+injections wing's (parts/injections.py), which part 0 reads too; this file re-exports them under their old names."""
 from __future__ import annotations
 
 import json
 import math
 
-import numpy as np
 import pandas as pd
 
-from ...errors import UserError
 from ...measure import freeze
-from ...model.modelshape import ModelShape
 from ...records.reference import load_reference
-from ...records.store import bench_result, derived, load_points, open_artefact, read_artefact, read_text
+from ...records.store import bench_result, load_points, open_artefact, read_artefact
 from ...schema import PARTS, PUBLISHED_RIG
+from .. import injections
+from ..injections import (  # noqa: F401 (part 2's names, read by the page before the wing)
+    INJECTION_COLUMNS, _async_by_session, _injections, _steps, _ttft_ms, by_config as _by_config, config_label,
+    freeze_table, injection_table, injections_of, matmul_params, measured_points, point_injections, steps_timed)
 from ..protocol import DATA_DIR, REFERENCE
 from .plan import A10G_BUDGET, DEFAULTS, NAME, OFF
-
-
-def measured_points(data_dir=None, rigs: list[str] | None = None) -> list:
-    """The freeze points (not the traced ones, whose profiler slows the steps it records, nor the knee points)."""
-    return [pt for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") not in ("trace", "knee")]
 
 
 def knee_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
@@ -61,127 +58,6 @@ def knee_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
             "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "gen_with_prefill_tok_s", "gen_decode_only_tok_s",
             "needed_gen_tok_s"]
     return pd.DataFrame(rows, columns=cols)
-
-
-def _injections(pt, label: str = "bench") -> dict:
-    return json.loads(read_artefact(pt.path, f"{label}-inject.json"))
-
-
-def _steps(pt) -> pd.DataFrame:
-    from ...records.logs import parse_iterations
-
-    path = open_artefact(pt.path, "server.log")
-    return derived("iterations", path, lambda: parse_iterations(read_text(path), path))
-
-
-def _ttft_ms(rec: dict) -> float:
-    return 1000 * (rec["token_times"][0] - rec["sent"]) if rec.get("token_times") else math.nan
-
-
-def point_injections(pt) -> pd.DataFrame:
-    """One row per measured injection of one point: the long request's TTFT, the freeze it caused (client side)
-    and the steps that carried it (server side)."""
-    raw = bench_result(open_artefact(pt.path, "bench.json")).raw
-    streams = freeze.stream_token_times(raw)
-    inj = _injections(pt)
-    recs = inj["injections"]
-    windows = [(r["sent"], r["token_times"][0]) for r in recs if r.get("token_times")]
-    base_s = freeze.baseline_gap_s(streams, windows)
-    steps = _steps(pt)
-    wl = pt.record.workload
-    length = int(pt.params["prompt_len"])
-    runs = freeze.long_prompt_steps(steps, length, int(wl.get("input_len", 256))) if len(steps) else []
-    n_solo = len(inj["solo"])
-    measured_runs = runs[-len(recs):] if len(runs) >= len(recs) + n_solo else [[] for _ in recs]
-    solo_runs = runs[-len(recs) - n_solo:-len(recs)] if len(runs) >= len(recs) + n_solo and n_solo else []
-    bench_steps = steps.iloc[measured_runs[0][0]:measured_runs[-1][-1] + 1] if measured_runs and measured_runs[0] else steps
-    solo_ttft = [_ttft_ms(r) for r in inj["solo"]]
-    rows = []
-    for k, rec in enumerate(recs):
-        f = freeze.freeze_in_window(streams, rec["sent"], rec["token_times"][0], base_s)
-        row = {"rig": pt.rig, "point": pt.name, "budget": int(pt.params["budget"]), "prompt_len": length,
-               "injection": k, "ttft_ms": _ttft_ms(rec), "baseline_itl_ms": 1000 * base_s,
-               "solo_ttft_ms": float(np.median(solo_ttft)) if solo_ttft else math.nan,
-               "solo_ttft_min_ms": min(solo_ttft) if solo_ttft else math.nan,
-               "solo_ttft_max_ms": max(solo_ttft) if solo_ttft else math.nan,
-               "solo_step_ms": float(np.median([steps.iloc[r]["elapsed_ms"].sum() for r in solo_runs]))
-               if solo_runs else math.nan,
-               "solo_prefill_steps": float(np.median([len(r) for r in solo_runs])) if solo_runs else math.nan,
-               "decode_step_ms": freeze.decode_step_ms(bench_steps), **f.as_dict(),
-               **freeze.step_summary(steps, measured_runs[k] if k < len(measured_runs) else [])}
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-INJECTION_COLUMNS = ["rig", "point", "budget", "prompt_len", "injection", "ttft_ms", "baseline_itl_ms", "solo_ttft_ms",
-                     "solo_ttft_min_ms", "solo_ttft_max_ms",
-                     "solo_step_ms", "solo_prefill_steps", "decode_step_ms", "streams", "freeze_ms", "freeze_max_ms", "lost_ms",
-                     "prefill_steps", "max_step_ms", "sum_step_ms", "chunk_tokens_max", "gen_reqs_beside"]
-
-
-def _async_by_session(points: list) -> dict[tuple, bool | None]:
-    """Per (rig, server session): whether the server's start logged asynchronous scheduling (None: it did not say)."""
-    out: dict[tuple, bool | None] = {}
-    for pt in points:
-        rep = pt.startup()
-        if rep is not None:
-            out[(pt.rig, pt.record.session_id)] = rep.async_scheduling
-    return out
-
-
-def injection_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
-    """One row per measured injection (point_injections) on every rig, with `async_scheduling`: whether the server
-    logged asynchronous scheduling, under which the iteration log's elapsed time is not a step's time (steps_timed)."""
-    return injections_of(measured_points(data_dir, rigs))
-
-
-def injections_of(pts: list) -> pd.DataFrame:
-    """injection_table's rows of these points (part 2's, or another part's sessions planned by this part's plan)."""
-    modes = _async_by_session(pts)
-    frames = []
-    for pt in pts:
-        f = point_injections(pt)
-        if len(f):
-            frames.append(f.assign(async_scheduling=modes.get((pt.rig, pt.record.session_id))))
-    if not frames:
-        return pd.DataFrame(columns=INJECTION_COLUMNS + ["async_scheduling"])
-    return pd.concat(frames, ignore_index=True)[INJECTION_COLUMNS + ["async_scheduling"]]
-
-
-def steps_timed(injections: pd.DataFrame) -> pd.Series:
-    """Per injection: whether the iteration log's elapsed times are step times. vLLM's EngineCore times the wait
-    for a step's result (`log_iteration_details` around `future.result()`); with asynchronous scheduling the next
-    step is already scheduled and running, so that wait is a remainder, not the step (0.22.1, v1/engine/core.py)."""
-    return injections["async_scheduling"].map(lambda a: a is not True)
-
-
-def config_label(budget: int) -> str:
-    return "chunking off" if budget == OFF else f"chunked, budget {budget:,}"
-
-
-def freeze_table(injections: pd.DataFrame) -> pd.DataFrame:
-    """One row per (rig, budget, prompt length): the freeze's median and range over the repeats, beside the long
-    request's TTFT, the server's longest step, and the freeze that the solo prefill predicts."""
-    if not len(injections):
-        return pd.DataFrame(columns=["rig", "config", "budget", "prompt_len", "repeats", "freeze_ms", "freeze_min_ms",
-                                     "freeze_max_ms", "lost_ms", "ttft_ms", "max_step_ms", "solo_ttft_ms",
-                                     "baseline_itl_ms", "predicted_low_ms", "predicted_high_ms", "streams"])
-    g = injections.groupby(["rig", "budget", "prompt_len"], sort=True)
-    out = g.agg(repeats=("freeze_ms", "count"), freeze_ms=("freeze_ms", "median"), freeze_min_ms=("freeze_ms", "min"),
-                freeze_max_ms=("freeze_ms", "max"), lost_ms=("lost_ms", "median"), ttft_ms=("ttft_ms", "median"),
-                max_step_ms=("max_step_ms", "median"), solo_ttft_ms=("solo_ttft_ms", "median"),
-                baseline_itl_ms=("baseline_itl_ms", "median"), streams=("streams", "median")).reset_index()
-    pred = [freeze.predicted_freeze_ms(r.solo_ttft_ms, r.prompt_len, None if r.budget == OFF else r.budget,
-                                       r.baseline_itl_ms) for r in out.itertuples()]
-    if "async_scheduling" in injections:  # a logged wait is not a step: no step time where vLLM scheduled ahead
-        keys = ["rig", "budget", "prompt_len"]
-        timed = injections.assign(timed=steps_timed(injections)).groupby(keys)["timed"].all().reset_index()
-        out = out.merge(timed, on=keys, how="left")
-        out["max_step_ms"] = out["max_step_ms"].where(out.pop("timed").fillna(True).astype(bool))
-    out["predicted_low_ms"] = [lo for lo, _ in pred]
-    out["predicted_high_ms"] = [hi for _, hi in pred]
-    out.insert(1, "config", out["budget"].map(config_label))
-    return out
 
 
 def timeline_table(data_dir=None, rig: str | None = None, prompt_len: int | None = None, injection_no: int = 0,
@@ -241,45 +117,18 @@ def token_timeline(data_dir=None, rig: str | None = None, prompt_len: int | None
     return pd.DataFrame(rows, columns=["rig", "config", "budget", "stream", "t_ms"])
 
 
-def matmul_params(pt) -> float | None:
-    """config_matmul_params of the model a point's server loaded (its preset's config); None where unknown."""
-    model = pt.record.model
-    try:
-        return float(ModelShape.of(model["preset"]).matmul_params)
-    except (KeyError, OSError, ValueError, UserError):
-        return None
-
-
 def roofline_table(freezes: pd.DataFrame, data_dir=None, params_by_rig: dict[str, float | None] | None = None,
                    peaks: dict[str, dict] | None = None) -> pd.DataFrame:
-    """Per rig and prompt length: the prefill's compute floor (2 x the language model's matmul parameters x tokens /
-    the rig's peak dense FLOP/s, the peak from the rig profile's part-2 parameters) beside the solo prefill time
-    measured with chunking off (TTFT alone on the idle server: a chunked server's solo prompt is several steps).
-    `params_by_rig` and `peaks` (rig -> {"peak_dense_tflops", "peak_source"}) replace what the points and the rig
-    profiles say."""
+    """injections.roofline_table with the peak from each rig profile's part-2 parameters (`peaks`, rig ->
+    {"peak_dense_tflops", "peak_source"}, replaces what the rig profiles say)."""
     from ...run.rig import load_profile
     from ..protocol import parameters_for
 
-    rows = []
-    if params_by_rig is None:
-        params_by_rig = {}
-        for pt in load_points(NAME, data_dir, sorted(set(freezes["rig"])) if len(freezes) else []):
-            if params_by_rig.get(pt.rig) is None:
-                params_by_rig[pt.rig] = matmul_params(pt)
-    off = freezes[freezes["budget"] == OFF] if len(freezes) else freezes
-    solo = off.groupby(["rig", "prompt_len"])["solo_ttft_ms"].median().reset_index() if len(off) else off
-    for r in solo.itertuples():
-        p = (peaks or {}).get(r.rig) if peaks is not None else parameters_for(NAME, DEFAULTS, load_profile(r.rig, data_dir))
-        p = p or {}
-        peak = p.get("peak_dense_tflops")
-        n = params_by_rig.get(r.rig)
-        floor = freeze.compute_floor_ms(n, r.prompt_len, peak * 1e12) if (peak and n) else math.nan
-        rows.append({"rig": r.rig, "prompt_len": r.prompt_len, "params_b": n / 1e9 if n else math.nan,
-                     "peak_dense_tflops": peak if peak else math.nan, "compute_floor_ms": floor,
-                     "solo_ttft_ms": r.solo_ttft_ms, "floor_fraction": floor / r.solo_ttft_ms if peak and n else math.nan,
-                     "peak_source": p.get("peak_source") or "no peak on record for this rig"})
-    return pd.DataFrame(rows, columns=["rig", "prompt_len", "params_b", "peak_dense_tflops", "compute_floor_ms",
-                                       "solo_ttft_ms", "floor_fraction", "peak_source"])
+    if peaks is None:
+        off = freezes[freezes["budget"] == OFF] if len(freezes) else freezes
+        peaks = {rig: parameters_for(NAME, DEFAULTS, load_profile(rig, data_dir)) for rig in
+                 (sorted(set(off["rig"])) if len(off) else [])}
+    return injections.roofline_table(freezes, peaks, data_dir, params_by_rig)
 
 
 def reference_view(data_dir=None) -> dict:
@@ -308,13 +157,6 @@ def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
                                  "busy_ms": sm["busy_ms"], "span_ms": sm["span_ms"]})
     return pd.DataFrame(rows, columns=["rig", "config", "budget", "prompt_len", "window", "device", "family", "time_ms",
                                        "share_pct", "busy_ms", "span_ms"])
-
-
-def _by_config(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows per rig in the page's order of configurations: chunking off, then the budgets from the largest."""
-    order = frame["budget"].where(frame["budget"] != OFF, 10**9)
-    return frame.assign(_o=order).sort_values(["rig", "_o"], ascending=[True, False]).drop(columns="_o").reset_index(
-        drop=True)
 
 
 def clock_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:

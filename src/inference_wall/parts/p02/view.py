@@ -6,9 +6,10 @@ import pandas as pd
 
 from ...measure.analysis import Interval, combine
 from ...schema import PUBLISHED_RIG
+from ..injections import chunk_step_table  # noqa: F401 (part 2's name, read by the page before the wing)
 from ..protocol import REFERENCE
 from .plan import A10G_BUDGET, OFF
-from .tables import _by_config, config_label, floor_freeze_ms, steps_timed
+from .tables import floor_freeze_ms, steps_timed
 
 
 def comparable_length(frame: pd.DataFrame, rig: str) -> int | None:
@@ -65,36 +66,6 @@ def rig_view(injections: pd.DataFrame, rig: str, claim_budget: int = A10G_BUDGET
 def with_reference(view: dict, ref: dict) -> dict:
     """A rig's view with the post's figures its claims compare with."""
     return {**view, "published_shrink": Interval.printed(ref["freeze_shrink_chunked"])}
-
-
-def chunk_step_table(injections: pd.DataFrame) -> pd.DataFrame:
-    """What one step that carried a chunk cost, per rig, budget and prompt length (chunked, where the same length was
-    also measured with chunking off): the steps that carried the prompt (iteration log, which counts them even where
-    it does not time them), the mean such step (the long prompt's TTFT in the stream over those steps), the prompt's
-    unchunked prefill over the same number of steps (its solo TTFT with chunking off / steps: what a step would cost
-    if a chunk cost only its share of the whole prefill) and the rest, per step. Beside them the same point's solo
-    chunk step (`solo_chunk_step_ms`: the prompt alone on the idle server at the same budget, its TTFT over the
-    `solo_steps` the log shows carrying it: what a chunk step costs with no decodes beside it), `riding_ms` (the mean step less
-    that: what the decodes riding along added) and the background's gap between tokens (`decode_ms`, one decode step
-    of the same background)."""
-    cols = ["rig", "config", "budget", "prompt_len", "steps", "mean_step_ms", "share_ms", "extra_ms",
-            "solo_steps", "solo_chunk_step_ms", "riding_ms", "decode_ms", "freeze_ms"]
-    f = injections.dropna(subset=["freeze_ms"])
-    f = f[f["prefill_steps"] > 0].assign(mean_step_ms=lambda d: d["ttft_ms"] / d["prefill_steps"])
-    solo_steps = f["solo_prefill_steps"] if "solo_prefill_steps" in f else pd.Series(float("nan"), index=f.index)
-    f = f.assign(solo_steps=solo_steps, solo_chunk_step_ms=f["solo_ttft_ms"] / solo_steps.where(solo_steps > 0))
-    g = f.groupby(["rig", "budget", "prompt_len"], sort=True).agg(
-        steps=("prefill_steps", "median"), mean_step_ms=("mean_step_ms", "median"), freeze_ms=("freeze_ms", "median"),
-        solo_ttft_ms=("solo_ttft_ms", "median"), solo_steps=("solo_steps", "median"),
-        solo_chunk_step_ms=("solo_chunk_step_ms", "median"),
-        decode_ms=("baseline_itl_ms", "median")).reset_index()
-    off = g[g["budget"] == OFF][["rig", "prompt_len", "solo_ttft_ms"]].rename(columns={"solo_ttft_ms": "off_solo_ms"})
-    out = g[(g["budget"] != OFF) & (g["budget"] < g["prompt_len"])].merge(off, on=["rig", "prompt_len"])
-    out["share_ms"] = out["off_solo_ms"] / out["steps"]
-    out["extra_ms"] = out["mean_step_ms"] - out["share_ms"]
-    out["riding_ms"] = out["mean_step_ms"] - out["solo_chunk_step_ms"]
-    out.insert(1, "config", out["budget"].map(config_label))
-    return _by_config(out)[cols] if len(out) else pd.DataFrame(columns=cols)
 
 
 def implied_prompt_len(shrink: float, a: dict, budget: int = A10G_BUDGET) -> float:
