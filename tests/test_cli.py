@@ -631,3 +631,16 @@ def test_a_run_into_another_data_dir_writes_its_page_files_beside_it(tmp_path, m
     # the setting lasts for the run alone: the full suite once ran a reproduce in-process, and a later end-to-end
     # run in the same worker inherited its _static/ (its own page files were not beside its data)
     assert figures.STATIC_DIR_ENV not in os.environ
+
+
+def test_check_args_accepts_every_option_reproduce_accepts():
+    """make passes reproduce's whole ARGS to check-args too: an option only reproduce knew (--output) stopped every
+    `make reproduce ... ARGS="... --output x"` at check-args with 'unrecognized arguments'."""
+    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+
+    def options(name):
+        return {o for a in sub.choices[name]._actions for o in a.option_strings}
+
+    assert options("reproduce") <= options("check-args")
+    args = cli.build_parser().parse_args(["check-args", "--part", "3", "--rig", "cpu-tiny", "--output", "x.ipynb"])
+    assert args.command == "check-args"

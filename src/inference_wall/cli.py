@@ -25,6 +25,11 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
+def _reproduce_only_args(p: argparse.ArgumentParser) -> None:
+    """reproduce's options beyond the run request's (RunRequest.add_cli_args)."""
+    p.add_argument("--output", type=Path, default=None, help="where to write the executed notebook")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="python -m inference_wall",
                  description="Run The Inference Wall's vLLM experiments and keep their raw artefacts.")
@@ -36,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "tables and figures from the data. The executed notebook is written to "
                                      "_build/reproduce/.")
     RunRequest.add_cli_args(rep)
-    rep.add_argument("--output", type=Path, default=None, help="where to write the executed notebook")
+    _reproduce_only_args(rep)
 
     sw = sub.add_parser("sweep", help="run a part's sweep directly, without the notebook")
     RunRequest.add_cli_args(sw)
@@ -57,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     # reproduce's own arguments (make passes ARGS to both): the rig's profile is read from --data-dir's rigs/, as the
     # run reads it, so a rig whose profile lives only in another data folder is judged by that profile
     RunRequest.add_cli_args(ck)
+    _reproduce_only_args(ck)  # make passes reproduce's whole ARGS to check-args: it accepts all that reproduce accepts
 
     mg = sub.add_parser("migrate-records", help="bring format-1 manifests to the current format once (their artefacts' "
                                                 "sizes and hashes recorded, so every point is checked on read)",
