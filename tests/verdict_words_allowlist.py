@@ -35,7 +35,7 @@ ALLOWED: list[tuple[str, str, str]] = [
      "the matrix's legend: what the word in a cell means, by claims.py's rule"),
     ("book/glance.md", "Part 4 judges its claims on every pass they apply to",
      "the legend of part 4's cells: glance.point_verdict's rule, tested in tests/test_glance.py"),
-    ("notebooks/04-kv-starvation.md", "The line is an empirical one",
+    ("notebooks/04-kv-starvation-evidence.md", "The line is an empirical one",
      "states when claim preemption-stall is judged and when it is inconclusive (p04's rule), not a result"),
     # method: how runs are counted, shown or compared
     ("notebooks/01-hit-the-wall-evidence.md", "so only measured rigs appear",
