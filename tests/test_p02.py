@@ -515,3 +515,20 @@ def test_findings_box_places_the_posts_shrink_as_not_comparable():
     assert any("cannot be placed" in b and "1.00x at 4,096 tokens to 9.00x at 32,768" in b for b in found)
     assert any("1.00 at 4,096, 1.00 at 32,768" in b for b in found)
     assert not any("nan" in b.lower() for b in found)
+
+
+def test_the_chunk_floor_predicate_is_one_rule_and_gives_no_verdict_without_its_three_measurements():
+    from inference_wall.parts import injections as inj_mod
+    from inference_wall.parts.p00 import mixed
+    from inference_wall.parts.p02 import words as p02_words
+
+    rule = inj_mod.floor_is_chunked_prefill
+    assert rule(34.0, 14.0, 10.0) and not rule(20.0, 14.0, 10.0)  # 20 above the share by only 6, under one decode step
+    assert not rule(24.0, 14.0, 10.0)  # exactly one decode step above: the decodes could explain it
+    for missing in (float("nan"), None):
+        assert not rule(missing, 14.0, 10.0) and not rule(34.0, missing, 10.0) and not rule(34.0, 14.0, missing)
+    # the two pages that say it call the rule, not a copy of its arithmetic
+    import inspect
+    for mod in (mixed, p02_words):
+        src = inspect.getsource(mod)
+        assert "floor_is_chunked_prefill(" in src and "the floor belongs to" not in src

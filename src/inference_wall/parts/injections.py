@@ -153,6 +153,21 @@ def by_config(frame: pd.DataFrame) -> pd.DataFrame:
         drop=True)
 
 
+# What the pages say where the predicate below holds (part 0's mixed steps and part 2's chunk step, one wording).
+FLOOR_IS_CHUNKED_PREFILL = "the floor belongs to chunked prefill itself on this rig"
+
+
+def floor_is_chunked_prefill(solo_chunk_step_ms, share_ms, decode_step_ms) -> bool:
+    """Whether a chunk step's floor is chunked prefill's own: the chunk step alone on the idle server (no decodes beside
+    it, the same budget) sits above its share of the unchunked prefill by more than one decode step, the most that
+    carrying the decodes could explain. False where any of the three is unknown (NaN or None): no verdict without its
+    measurements."""
+    vals = [solo_chunk_step_ms, share_ms, decode_step_ms]
+    if any(v is None or not math.isfinite(float(v)) for v in vals):
+        return False
+    return float(solo_chunk_step_ms) - float(share_ms) > float(decode_step_ms)
+
+
 def chunk_step_table(injections: pd.DataFrame) -> pd.DataFrame:
     """What one step that carried a chunk cost, per rig, budget and prompt length (chunked, where the same length was
     also measured with chunking off): the steps that carried the prompt (iteration log, which counts them even where

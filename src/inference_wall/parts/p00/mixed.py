@@ -300,8 +300,8 @@ def mixed_words(table: pd.DataFrame, rig: str | None = None, model: str | None =
         if math.isfinite(solo) and math.isfinite(small.decode_itl_ms):
             riding = small.riding_ms
             s += (f". Alone on the idle server at the same budget (no decodes beside it) a chunk step took {sig(solo)} ms"
-                  + (": the floor belongs to chunked prefill itself on this rig" if solo - small.prefill_share_ms
-                     > small.decode_itl_ms else "")
+                  + (f": {injections.FLOOR_IS_CHUNKED_PREFILL}" if injections.floor_is_chunked_prefill(
+                      solo, small.prefill_share_ms, small.decode_itl_ms) else "")
                   + f", and the decodes riding along {'added' if riding >= 0 else 'took away'} {sig(abs(riding))} ms "
                   f"against one decode step of {sig(small.decode_itl_ms)} ms")
         out.append(s + ".")
@@ -329,15 +329,15 @@ def sum_words(table: pd.DataFrame, rig: str) -> str | None:
                      f"{sig(r.solo_chunk_step_ms)} + {sig(r.decode_itl_ms)} = {sig(r.sum_ms)} ms ({sig(r.step_over_sum)}x)"
                      f", the step alone {sig(r.solo_chunk_step_ms / r.prefill_share_ms)}x its "
                      f"{sig(r.prefill_share_ms)} ms share of the unchunked prefill")
-        floors.append(r.solo_chunk_step_ms - r.prefill_share_ms > r.decode_itl_ms)
+        floors.append(injections.floor_is_chunked_prefill(r.solo_chunk_step_ms, r.prefill_share_ms, r.decode_itl_ms))
     if not parts:
         return None
     said = (f"On {rig}, a step that carried a chunk beside the background's decodes against the sum of the same "
             "budget's chunk step alone on the idle server (the prompt's solo TTFT over the steps that carried it) and a "
             "decode-only step of the same background (its gap between tokens): " + "; ".join(parts) + ".")
     if all(floors):
-        said += (" The chunk step alone already sits above its share by more than a decode step: the floor belongs to "
-                 "chunked prefill itself on this rig, not to carrying decodes. What part of it the prefill kernels "
+        said += (" The chunk step alone already sits above its share by more than a decode step: "
+                 f"{injections.FLOOR_IS_CHUNKED_PREFILL}, not to carrying decodes. What part of it the prefill kernels "
                  "take is a candidate that needs a trace of a chunk alone (a device run): every profiler window here "
                  "holds the background's decodes beside the chunks.")
     return said

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...measure.claims import fmt_num
+from ..injections import FLOOR_IS_CHUNKED_PREFILL, floor_is_chunked_prefill
 from ..protocol import REFERENCE
 from .plan import A10G_BUDGET, OFF
 from .view import comparable_length
@@ -158,8 +159,8 @@ def chunk_step_note(steps: pd.DataFrame, injections: pd.DataFrame) -> str:
             line += (f". Alone on the idle server at the same budget a chunk step took {fmt_num(solo)} ms (the "
                      f"prompt's solo TTFT over the {small.solo_steps:.0f} steps that carried it), "
                      f"{fmt_num(solo / small.share_ms)}x its share")
-            if solo - small.share_ms > base:
-                line += ": the floor belongs to chunked prefill itself on this rig, not to the decodes beside it"
+            if floor_is_chunked_prefill(solo, small.share_ms, base):
+                line += f": {FLOOR_IS_CHUNKED_PREFILL}, not to the decodes beside it"
             line += (f"; beside the background's decodes the step took {fmt_num(abs(riding))} ms "
                      f"{'more' if riding >= 0 else 'less'} than alone ({small.steps:.0f} steps there), against one "
                      f"decode step of {fmt_num(base)} ms (the background's ordinary gap between tokens)")
