@@ -644,3 +644,19 @@ def test_check_args_accepts_every_option_reproduce_accepts():
     assert options("reproduce") <= options("check-args")
     args = cli.build_parser().parse_args(["check-args", "--part", "3", "--rig", "cpu-tiny", "--output", "x.ipynb"])
     assert args.command == "check-args"
+
+
+def test_a_run_request_reads_the_rigs_start_estimate_once_and_carries_it(tmp_path, monkeypatch):
+    from inference_wall.parts.runrequest import RunRequest
+    from inference_wall.run import sweep
+
+    _manifest(tmp_path, "00-inside-a-step", "my-rig", "b", 175.0)  # another part's start counts for the rig
+    calls = []
+    real = sweep.rig_start_estimate
+    monkeypatch.setattr(sweep, "rig_start_estimate", lambda *a: calls.append(a) or real(*a))
+    p = argparse.ArgumentParser()
+    RunRequest.add_cli_args(p)
+    req = RunRequest.from_cli_args(p.parse_args(["--part", "3", "--rig", "my-rig", "--budget-min", "8",
+                                                 "--data-dir", str(tmp_path)]))
+    assert req.start_estimate_s == 175.0 and len(calls) == 1
+    assert RunRequest.from_params(req.to_params()).start_estimate_s == 175.0  # the notebook's kernel gets it too

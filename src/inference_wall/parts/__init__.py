@@ -49,7 +49,8 @@ def run_request(request: RunRequest, progress: bool = True, measure_bandwidth: b
                        serve_args=list(SERVE_ARGS), server_env=dict(SERVER_ENV), progress=progress,
                        extra_manifest={"parameters": params}, redo_changed=request.redo_changed,
                        lock_holder=request.lock_holder, allow_shared=request.allow_shared,
-                       server_start_estimate_s=rig_start_estimate(request.data_dir / "runs", request.rig))
+                       server_start_estimate_s=(request.start_estimate_s if request.start_estimate_s is not None
+                                                else rig_start_estimate(request.data_dir / "runs", request.rig)))
     return run_sweep(plans, ctx)
 
 

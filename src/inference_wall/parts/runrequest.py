@@ -107,6 +107,9 @@ class RunRequest:
     report_path: str | None = None
     # The plan that validating the request built (parts.PlannedRun), for a sweep in the same process; never handed over.
     planned: object = field(default=None, compare=False, repr=False)
+    # Set by from_cli_args: what a server start is assumed to take before the run times one (sweep.rig_start_estimate
+    # over the rig's manifests, read once; None: the run reads them itself).
+    start_estimate_s: float | None = field(default=None, compare=False)
 
     @property
     def rig_dir(self) -> Path:
@@ -154,7 +157,8 @@ class RunRequest:
                       model_source=args.model_source, points=tuple(args.points) if args.points else None,
                       budget_min=args.budget_min, python=args.python, overrides=parse_overrides(args.set),
                       redo_changed=args.redo_changed, allow_shared=args.allow_shared)
-        check_budget(request.budget_min, rig_start_estimate(request.data_dir / "runs", request.rig))
+        request = replace(request, start_estimate_s=rig_start_estimate(request.data_dir / "runs", request.rig))
+        check_budget(request.budget_min, request.start_estimate_s)
         request = request.validated()
         if not request.redo_changed:  # before any model is prepared or server started
             refuse_changed(parts.changed(request.planned, request.rig_dir), request.rig_dir)
