@@ -100,10 +100,14 @@ def _reproduce_with_a_fake_kernel(monkeypatch, report, argv) -> tuple[int, list]
 
     from inference_wall import parts
 
-    handed = []
+    handed, rendered = [], []
+    monkeypatch.setattr(_reproduce_with_a_fake_kernel, "rendered", rendered, raising=False)
 
     def kernel(nb, out, parameters, **kw):
         params = json.loads(json.dumps(parameters))  # JSON-shaped, whole
+        if params["mode"] != "run":  # the evidence page, rendered after the run from the same data
+            rendered.append((Path(out).name, params))
+            return
         parts.notebook_run(params["run_request"]["part"], params["mode"], params["run_request"])
 
     def sweep(request, **kw):
@@ -135,6 +139,10 @@ def test_reproduce_exits_3_when_points_are_left_for_a_later_run(linked_data, tmp
     (request,) = handed
     assert request.overrides == {"caps": [1, 4]} and request.rig == "cpu-tiny" and request.points is None
     assert request.lock_holder["pid"] == os.getpid()  # the lock the CLI took, handed over to the kernel
+    # then the part's evidence page, from the same data, for the run's rig, in replay mode (it runs nothing)
+    assert _reproduce_with_a_fake_kernel.rendered == [("03-batching-cliff-evidence-cpu-tiny.ipynb", {
+        "mode": "replay", "rigs": ["cpu-tiny"], "data_dir": str(linked_data)})]
+    assert "03-batching-cliff-evidence-cpu-tiny.ipynb" in out
     rc, _ = _reproduce_with_a_fake_kernel(monkeypatch, SweepReport(done=["mns-004"], skipped=["mns-001"]), argv)
     assert rc == 0
     assert "done 1, already complete 1, left for a later run 0" in capsys.readouterr().out

@@ -325,7 +325,33 @@ def _reproduce(request: RunRequest, output: Path | None) -> int:
     except (OSError, ValueError, TypeError) as e:
         raise UserError(f"notebook {notebook.name} ran but its sweep report {report_path} cannot be read ({e}); "
                         f"`plan --part {request.part} --rig {request.rig}` shows which points are complete") from None
-    return _report(report)
+    received = _render_evidence(request, out.parent)
+    return 128 + received if received is not None else _report(report)
+
+
+def _render_evidence(request: RunRequest, folder: Path) -> int | None:
+    """The part's evidence page (notebooks/<part>-evidence.md, where it has one) rendered from the same data for the
+    run's rig, after the run: the tables and figures the part page links to, so that a re-run shows them too. Replay
+    mode: it runs nothing. The signal that stopped it, if one did (the points are already kept)."""
+    import papermill
+
+    notebook = REPO / "notebooks" / f"{request.part}-evidence.md"
+    if not notebook.exists():
+        return None
+    out = folder / f"{request.part}-evidence-{request.rig}.ipynb"
+    params = {"mode": "replay", "rigs": [request.rig], "data_dir": str(request.data_dir)}
+    with _page_files_beside(request.data_dir), _KernelSignals() as signals:
+        try:
+            signals.run(lambda: papermill.execute_notebook(
+                _load_notebook(notebook), str(out), parameters=params, cwd=str(notebook.parent), kernel_name="python3",
+                progress_bar=False, log_output=False))
+        except papermill.PapermillExecutionError as e:
+            if signals.received is None or e.ename != "KeyboardInterrupt":
+                raise UserError(f"the points are kept, but the evidence page {notebook.name} failed: {e.ename}: "
+                                f"{e.evalue.splitlines()[0] if e.evalue else ''} (executed notebook: {out})")
+    if signals.received is None:
+        print(f"executed notebook: {out}")
+    return signals.received
 
 
 @contextmanager
