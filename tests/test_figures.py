@@ -197,3 +197,13 @@ def test_a_table_prints_three_figures_and_no_column_of_nothing():
     assert "8,340" in out and "1,090" in out and "8,339" not in out
     assert "20,481" in out  # a count, exact
     assert "Cold" not in out and "not measured" not in out
+
+
+def test_a_column_lines_up_without_a_fourth_significant_figure():
+    frame = pd.DataFrame({"step_ms": [0.283, 4.71, 18.64, 255.9], "ratio": [1.206, 0.764, 0.5, 0.9]})
+    texts = [text for _, text in _cells(table_html(frame))]
+    # step_ms: the median (11.7) asks one decimal; 255.9 would show four figures at it
+    assert texts[0::2] == ["0.3", "4.7", "18.6", "256"]
+    assert texts[1::2] == ["1.21", "0.764", "0.500", "0.900"]  # three decimals (median 0.83): 1.206 keeps three figures
+    # a caller's explicit decimals are kept as asked
+    assert [t for _, t in _cells(table_html(frame[["step_ms"]], digits={"step_ms": 2}))] == ["0.28", "4.71", "18.64", "255.90"]

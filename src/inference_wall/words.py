@@ -58,6 +58,15 @@ def _places(x: float, digits: int) -> int:
     return places if rounded == 0 else digits - 1 - int(math.floor(math.log10(abs(rounded))))
 
 
+def cell_decimals(x, decimals: int | None, digits: int = 3) -> int | None:
+    """A table column's `decimals` for one of its cells, cut where they would show more than `digits` significant
+    figures (a column of [0.28, 4.71, 18.64] at two decimals shows 18.6): the column lines up to the figure a reader
+    needs, never a fourth. None (a whole column), zero, a missing or infinite value: the column's own."""
+    if decimals is None or _special(x) is not None or float(x) == 0:
+        return decimals
+    return max(0, min(decimals, _places(float(x), digits)))
+
+
 def _figures(x, digits: int, whole: bool, every_whole_digit: bool) -> str:
     """sig's and number's rule: `digits` significant figures (every whole digit kept where `every_whole_digit`), a
     whole value exactly where `whole`, thousands separated, never scientific notation."""

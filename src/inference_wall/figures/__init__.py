@@ -491,7 +491,8 @@ def table_html(df: pd.DataFrame, units: Mapping[str, str] | None = None,
     """Render ``df`` as an HTML table: unit-bearing headers, rounded numbers right-aligned.
 
     ``units`` overrides or adds units per column, ``labels`` replaces header text, ``digits``
-    fixes decimals per column (default: one choice per column, see :func:`column_decimals`).
+    fixes decimals per column (default: one choice per column, see :func:`column_decimals`, cut per cell where it
+    would show a fourth significant figure: :func:`words.cell_decimals`).
     Units are otherwise read from the column-name suffix."""
     frame = df.reset_index() if index else df
     if len(frame):  # a column with no number on any row says nothing the caption does not: left out
@@ -499,6 +500,7 @@ def table_html(df: pd.DataFrame, units: Mapping[str, str] | None = None,
     numeric = {c: pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
                for c in frame.columns}
     decimals = {c: (digits or {}).get(c, column_decimals(frame[c])) for c in frame.columns if numeric[c]}
+    chosen = {c for c in frame.columns if numeric[c] and c not in (digits or {})}  # cut to three figures per cell
     # a column of numbers with gaps can arrive as objects: its gaps are missing numbers too
     numbers_only = {c: not numeric[c] and frame[c].notna().any() and all(
                         pd.api.types.is_number(v) and not pd.api.types.is_bool(v) for v in frame[c] if not missing(v))
@@ -513,7 +515,8 @@ def table_html(df: pd.DataFrame, units: Mapping[str, str] | None = None,
         for column, value in zip(frame.columns, record):
             gap = ' iw-missing' if missing(value) else ''
             if numeric[column]:
-                text = format_number(value, decimals[column])
+                places = words.cell_decimals(value, decimals[column]) if column in chosen else decimals[column]
+                text = format_number(value, places)
                 cells.append(f'<td class="iw-num{gap}">{html.escape(text)}</td>')
             elif numbers_only[column]:
                 text = format_number(value)
