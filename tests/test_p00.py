@@ -111,6 +111,27 @@ def test_the_plan_runs_decode_first_and_the_profiler_last_in_each_session():
     assert all(p.poll_metrics_s for p in plans)
 
 
+def test_decode_batches_added_to_a_variant_change_no_point_made_before_them():
+    """The 9B's 16, 32 and 128 came after its first points: the points of the plan without them keep their seeds
+    (a changed seed makes a complete point 'made otherwise'), the added ones run among the decode points, smallest
+    batch first, on seeds of their own."""
+    import importlib
+
+    p00plan = importlib.import_module("inference_wall.parts.p00.plan")
+
+    profile = load_profile("h200")
+    before = {**p00.DEFAULT_VARIANTS, "9b-fp16": {k: v for k, v in p00.DEFAULT_VARIANTS["9b-fp16"].items()
+                                                  if k != "added_decode_batches"}}
+    old = {p.name: p for p in p00.plan({**p00.DEFAULTS, "variants": before}, profile)}
+    new = p00.plan(dict(p00.DEFAULTS), profile)
+    added = [p for p in new if p.name not in old]
+    assert [p.name for p in added] == ["9b-fp16-decode-b0016", "9b-fp16-decode-b0032", "9b-fp16-decode-b0128"]
+    assert [p.passes[0].spec.seed for p in added] == [p00plan.ADDED_SEED + b for b in (16, 32, 128)]
+    assert all(p.passes[0].spec == old[p.name].passes[0].spec for p in new if p.name in old)
+    nine = [p.params["batch"] for p in new if p.session == "9b-fp16-main" and p.params["kind"] == "decode"]
+    assert nine == sorted(nine) and {16, 32, 128} <= set(nine)
+
+
 def test_a_bad_variant_is_refused_in_one_line():
     profile = load_profile("h200")
     with pytest.raises(UserError, match="order names variant"):

@@ -24,8 +24,11 @@ DEFAULT_VARIANTS = {
     "4b-sync": {"preset": None, "serve_args": ["--no-async-scheduling"], "measure": ["decode"], "base": "4b"},
     "0.5b": {"preset": "qwen2.5-0.5b", "serve_args": [],
              "measure": ["decode", "sampling", "context", "clients", "trace", "mixed"], "sampling_batches": [1, 256, 1024]},
+    # added_decode_batches: part 5 asks about the 9B over the batches it fits there (up to 128), where the 4B has
+    # points (their seeds are their own, so the points made before them keep theirs)
     "9b-fp16": {"preset": "qwen3.5-9b", "serve_args": [], "measure": ["decode", "trace"],
-                "decode_batches": [1, 8, 64, 256, 1024], "trace_batches": [1, 256]},
+                "decode_batches": [1, 8, 64, 256, 1024], "added_decode_batches": [16, 32, 128],
+                "trace_batches": [1, 256]},
     "9b-int4": {"preset": "qwen3.5-9b-gptq-int4", "serve_args": [], "measure": ["decode", "trace"],
                 "decode_batches": [1, 8, 64, 256, 1024], "trace_batches": [1, 256]},
     # the API server's share (component 6): the dense 0.5B, whose passes at 64, 512 and 1,024 never held their batch
@@ -33,6 +36,9 @@ DEFAULT_VARIANTS = {
     "0.5b-api2": {"preset": "qwen2.5-0.5b", "serve_args": ["--api-server-count", "2"], "measure": ["decode"],
                   "base": "0.5b", "decode_batches": [64, 256, 512, 1024]},
 }
+
+
+ADDED_SEED = 50_000  # an added decode batch's pass seed is this plus its batch (no collision with the counted seeds)
 
 
 # A variant may set its own batches (these keys), else the part's; a variant with a `base` uses sync_batches.
@@ -90,7 +96,7 @@ def _variants(p: dict) -> dict:
     for name in p["order"]:
         if name not in variants:
             raise UserError(f"part {NAME}: order names variant {name!r}, not among {', '.join(variants)}")
-        extra = set(variants[name]) - {"preset", "serve_args", "measure", "base", *VARIANT_KEYS}
+        extra = set(variants[name]) - {"preset", "serve_args", "measure", "base", "added_decode_batches", *VARIANT_KEYS}
         if extra:
             raise UserError(f"part {NAME}: variant {name!r} has unknown key(s) {sorted(extra)}")
         unknown = set(variants[name].get("measure", [])) - set(MEASURES)
@@ -144,9 +150,10 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
         common = {"variant": name, "preset": preset, "base": v.get("base"),
                   "async": "--no-async-scheduling" not in v.get("serve_args", [])}
 
-        def point(kind, batch, workload, sampling=(), side=None, extra=None):
+        def point(kind, batch, workload, sampling=(), side=None, extra=None, seed=None):
             spec = PassSpec(num_prompts=max(int(p["min_prompts"]), int(p["decode_waves"]) * batch),
-                            max_concurrency=batch, seed=next(seeds), sampling=tuple(tuple(x) for x in sampling),
+                            max_concurrency=batch, seed=next(seeds) if seed is None else seed,
+                            sampling=tuple(tuple(x) for x in sampling),
                             detailed=False)
             context = workload.input_len if kind == "context" else None
             return PointPlan(name=point_name(name, kind, batch, context), session=f"{name}-main", max_num_seqs=mns,
@@ -159,7 +166,12 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
         own = {k: v.get(k, p[k]) for k in VARIANT_KEYS}
         batches = [int(b) for b in (v.get("decode_batches") or p["sync_batches"] if v.get("base") else own["decode_batches"])
                    if int(b) <= mns]
-        plans += [point("decode", b, decode_load, extra={"sampling": "server"}) for b in sorted(batches)]
+        decode = [point("decode", b, decode_load, extra={"sampling": "server"}) for b in sorted(batches)]
+        # batches added after a variant's first points: a seed of their own (ADDED_SEED + batch), smallest first among
+        # the others, so that adding them changes no made point's plan
+        decode += [point("decode", int(b), decode_load, extra={"sampling": "server"}, seed=ADDED_SEED + int(b))
+                   for b in v.get("added_decode_batches", []) if int(b) <= mns and int(b) not in batches]
+        plans += sorted(decode, key=lambda pt: pt.params["batch"])
         if "sampling" in measure:
             for label, sampling in p["sampling"].items():
                 plans += [point(label, b, decode_load, sampling, extra={"sampling": label})
