@@ -139,9 +139,9 @@ def test_reproduce_exits_3_when_points_are_left_for_a_later_run(linked_data, tmp
     (request,) = handed
     assert request.overrides == {"caps": [1, 4]} and request.rig == "cpu-tiny" and request.points is None
     assert request.lock_holder["pid"] == os.getpid()  # the lock the CLI took, handed over to the kernel
-    # then the part's evidence page, from the same data, for the run's rig, in replay mode (it runs nothing)
+    # then the part's evidence page, from the same data, for the run's rig (mode reproduced: it runs nothing)
     assert _reproduce_with_a_fake_kernel.rendered == [("03-batching-cliff-evidence-cpu-tiny.ipynb", {
-        "mode": "replay", "rigs": ["cpu-tiny"], "data_dir": str(linked_data)})]
+        "mode": "reproduced", "run_rig": "cpu-tiny", "data_dir": str(linked_data)})]
     assert "03-batching-cliff-evidence-cpu-tiny.ipynb" in out
     rc, _ = _reproduce_with_a_fake_kernel(monkeypatch, SweepReport(done=["mns-004"], skipped=["mns-001"]), argv)
     assert rc == 0

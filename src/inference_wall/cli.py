@@ -332,14 +332,15 @@ def _reproduce(request: RunRequest, output: Path | None) -> int:
 def _render_evidence(request: RunRequest, folder: Path) -> int | None:
     """The part's evidence page (notebooks/<part>-evidence.md, where it has one) rendered from the same data for the
     run's rig, after the run: the tables and figures the part page links to, so that a re-run shows them too. Replay
-    mode: it runs nothing. The signal that stopped it, if one did (the points are already kept)."""
+    mode `reproduced`: it runs nothing and shows the rigs the run's page shows (the run's, and the published rig
+    where the part has one). The signal that stopped it, if one did (the points are already kept)."""
     import papermill
 
     notebook = REPO / "notebooks" / f"{request.part}-evidence.md"
     if not notebook.exists():
         return None
     out = folder / f"{request.part}-evidence-{request.rig}.ipynb"
-    params = {"mode": "replay", "rigs": [request.rig], "data_dir": str(request.data_dir)}
+    params = {"mode": "reproduced", "run_rig": request.rig, "data_dir": str(request.data_dir)}
     with _page_files_beside(request.data_dir), _KernelSignals() as signals:
         try:
             signals.run(lambda: papermill.execute_notebook(

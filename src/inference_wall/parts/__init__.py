@@ -110,11 +110,13 @@ def unfinished_note(part, data_dir: Path | None = None, rigs: list[str] | None =
 
 def notebook_run(part, mode: str, request_params: dict | None) -> SweepReport | None:
     """The run-mode cell of a part's notebook: run (or resume) the sweep that `make reproduce` asked for (its
-    RunRequest.to_params) and write its report where the request says; replay does nothing."""
-    if mode == "replay":
+    RunRequest.to_params) and write its report where the request says; replay does nothing, and so does
+    `reproduced` (a page rendered after a run for the run's rig, showing what the run's page shows: make reproduce's
+    evidence page)."""
+    if mode in ("replay", "reproduced"):
         return None
     if mode != "run":
-        raise UserError(f"unknown mode {mode!r}; valid: replay, run")
+        raise UserError(f"unknown mode {mode!r}; valid: replay, run, reproduced")
     if not request_params:
         raise UserError("mode='run' needs run_request (make reproduce builds it from its command line)")
     request = RunRequest.from_params(request_params)
