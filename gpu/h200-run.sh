@@ -59,8 +59,9 @@ for item in $PARTS; do
   # cut at the budget plus a margin (SIGTERM: the run stops its servers and records the point in flight as
   # interrupted), so that the packing below always runs inside the command's own time limit: a call killed from
   # outside packs nothing, and the notebook that make reproduce renders after its sweep is not in the sweep's budget
+  # (--no-evidence: the evidence page is rendered here by make book, not on the device's counted time)
   timeout -k 20 $(( end + GRACE_S - $(date +%s) )) make reproduce PART="$part" RIG="$rig" PYTHON=python3 \
-    ARGS="--budget-min $left $EXTRA${points:+ --points ${points//,/ }}" 2>&1 | tee -a "$OUT/reproduce.log"
+    ARGS="--budget-min $left --no-evidence $EXTRA${points:+ --points ${points//,/ }}" 2>&1 | tee -a "$OUT/reproduce.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
 kill "$smi_pid" 2>/dev/null

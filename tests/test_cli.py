@@ -143,6 +143,9 @@ def test_reproduce_exits_3_when_points_are_left_for_a_later_run(linked_data, tmp
     assert _reproduce_with_a_fake_kernel.rendered == [("03-batching-cliff-evidence-cpu-tiny.ipynb", {
         "mode": "reproduced", "run_rig": "cpu-tiny", "data_dir": str(linked_data)})]
     assert "03-batching-cliff-evidence-cpu-tiny.ipynb" in out
+    _reproduce_with_a_fake_kernel.rendered.clear()
+    _reproduce_with_a_fake_kernel(monkeypatch, SweepReport(done=["mns-004"]), [*argv, "--no-evidence"])
+    assert _reproduce_with_a_fake_kernel.rendered == []  # a device whose time is counted renders it later
     rc, _ = _reproduce_with_a_fake_kernel(monkeypatch, SweepReport(done=["mns-004"], skipped=["mns-001"]), argv)
     assert rc == 0
     assert "done 1, already complete 1, left for a later run 0" in capsys.readouterr().out

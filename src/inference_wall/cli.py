@@ -28,6 +28,9 @@ class _Parser(argparse.ArgumentParser):
 def _reproduce_only_args(p: argparse.ArgumentParser) -> None:
     """reproduce's options beyond the run request's (RunRequest.add_cli_args)."""
     p.add_argument("--output", type=Path, default=None, help="where to write the executed notebook")
+    p.add_argument("--no-evidence", action="store_true",
+                   help="do not render the part's evidence page after the run (on a GPU whose time is counted: "
+                        "`make book` renders it later from the same data)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -155,7 +158,8 @@ def _dispatch(args) -> int:
     if args.command == "reproduce":
         request = RunRequest.from_cli_args(args)
         with _writer(request) as holder:
-            return _reproduce(_check_machine(replace(request, lock_holder=holder)), args.output)
+            return _reproduce(_check_machine(replace(request, lock_holder=holder)), args.output,
+                              evidence=not args.no_evidence)
     raise AssertionError(args.command)
 
 
@@ -293,7 +297,7 @@ def _notebook_parameters(request: RunRequest) -> dict:
             "run_request": request.to_params()}
 
 
-def _reproduce(request: RunRequest, output: Path | None) -> int:
+def _reproduce(request: RunRequest, output: Path | None, evidence: bool = True) -> int:
     import papermill
 
     from .run.sweep import SweepReport
@@ -325,7 +329,7 @@ def _reproduce(request: RunRequest, output: Path | None) -> int:
     except (OSError, ValueError, TypeError) as e:
         raise UserError(f"notebook {notebook.name} ran but its sweep report {report_path} cannot be read ({e}); "
                         f"`plan --part {request.part} --rig {request.rig}` shows which points are complete") from None
-    received = _render_evidence(request, out.parent)
+    received = _render_evidence(request, out.parent) if evidence else None
     return 128 + received if received is not None else _report(report)
 
 
