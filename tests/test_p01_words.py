@@ -170,3 +170,16 @@ def test_the_step_fit_figure_draws_when_no_shown_rig_has_a_decode_point_yet():
     assert list(cross["rig"]) == ["published"] and set(fits) == {"published"}
     chart = figures.p01.step_time_fit(pts, figures.p01.fit_lines(fits, tops), cross)
     assert "published" in chart.to_json()
+
+
+def test_a_rig_without_a_rate_sweep_is_named_and_given_no_knee():
+    """A rig that ran the single stream and the flood but no rate sweep yet (the h100 after its first session): its
+    knee is NaN, which is truthy; the findings and the takeaway name it instead of printing 'nan%'."""
+    views = _views()
+    views["no-rates"] = {**views["h200"], "knee_rps": math.nan, "last_kept_up_rps": math.nan}
+    found = p01.key_findings(views)
+    assert all(readable(b) for b in found), found
+    knee = next(b for b in found if b.startswith("Offered a steady rate"))
+    assert "no-rates kept up" not in knee and "no-rates: no rate sweep with a knee yet)" in knee
+    _, said = p01.takeaways(views)[1]
+    assert readable(said) and said.startswith("Every rig with a rate sweep has a knee") and "no-rates:" in said

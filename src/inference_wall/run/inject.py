@@ -8,8 +8,7 @@ place that axis in wall-clock time).
 
 Timing: the injections start `first_after_s` after the bench prints "Starting main benchmark run..." (after its
 readiness request, which is therefore one of the background's short prompts, never a long one) and follow each other
-`spacing_s` apart, one at a time (the next waits for the previous to finish); each is sent once the engine's counters
-show the background decoding (at most `spacing_s` later; its record keeps the wait and the running count). Optionally, before the pass, `solo`
+`spacing_s` apart, one at a time (the next waits for the previous to finish). Optionally, before the pass, `solo`
 long prompts run alone on the idle server: their time to first token is the prefill without a batch beside it.
 
 Prompts are token ids (no tokenizer involved, so the length is exact), drawn from ordinary ids with a seed of their
@@ -154,36 +153,11 @@ class Injection:
                 due = self.main_run_at + self.spec.first_after_s + k * self.spec.spacing_s
                 if self._stop.wait(max(0.0, due - time.perf_counter())):
                     return
-                decoding = self._until_decoding()
-                if self._stop.is_set():
-                    return
                 rec = self._inject(k)
-                rec.update(index=k, due=due, **decoding)
+                rec.update(index=k, due=due)
                 self.injections.append(rec)
         except BaseException as e:  # noqa: BLE001 - reported by __exit__
             self._error = e
-
-    def _until_decoding(self) -> dict:
-        """At an injection's due time, wait (at most `spacing_s`) until the engine's counters show the background
-        decoding: a request running and generation tokens counted between two polls. A loaded client can send its
-        requests in bursts that start and end together, and a prompt sent in the lull between them freezes no stream
-        (part 2's CPU test once measured none in about one run in three). Returns what the injection's record keeps:
-        the running count at the send and the seconds waited (None where the server gave no counters)."""
-        from .trace import metrics_now
-
-        t0, before = time.perf_counter(), metrics_now(self.url)
-        while before is not None and not self._stop.is_set():
-            if self._stop.wait(0.05):
-                break
-            now = metrics_now(self.url)
-            if now is None:
-                break
-            if (now["running"] or 0) >= 1 and (now["generation_tokens"] or 0) > (before["generation_tokens"] or 0):
-                return {"running_at_send": now["running"], "waited_for_decoding_s": time.perf_counter() - t0}
-            if time.perf_counter() - t0 >= self.spec.spacing_s:
-                return {"running_at_send": now["running"], "waited_for_decoding_s": time.perf_counter() - t0}
-            before = now
-        return {"running_at_send": None, "waited_for_decoding_s": time.perf_counter() - t0}
 
     def _prelude(self) -> None:
         """Halfway to the first injection, with the background running (a subclass's hook)."""

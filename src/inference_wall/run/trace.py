@@ -169,9 +169,7 @@ def kernel_table(trace: dict) -> dict[str, list[float]]:
     return out
 
 
-def metrics_now(url: str) -> dict | None:
-    """The engine's counters a poll of /metrics reads now (running, waiting, prompt and generation tokens, steps), with
-    the wall-clock time; None where the server does not answer."""
+def _metrics_now(url: str) -> dict | None:
     from ..records.logs import parse_metrics
 
     try:
@@ -211,10 +209,10 @@ class DecodeWindowTrace:
 
     def _run(self) -> None:
         deadline = time.monotonic() + self.settle_timeout_s
-        before = metrics_now(self.url)
+        before = _metrics_now(self.url)
         while not self._stop.is_set() and time.monotonic() < deadline:
             time.sleep(self.poll_s)
-            now = metrics_now(self.url)
+            now = _metrics_now(self.url)
             if before is None or now is None:
                 before = now
                 continue
@@ -230,7 +228,7 @@ class DecodeWindowTrace:
             self.unsupported = "the pass ended before it ran pure decode"
             return
         files_before = set(self.trace_dir.glob("*")) if self.trace_dir.exists() else set()
-        start = metrics_now(self.url)
+        start = _metrics_now(self.url)
         try:
             r = requests.post(self.url + "/start_profile", timeout=600)
         except requests.RequestException as e:
@@ -239,15 +237,15 @@ class DecodeWindowTrace:
         if r.status_code != 200:
             self.unsupported = f"POST /start_profile answered HTTP {r.status_code} (no profiler endpoint on this server?)"
             return
-        started = metrics_now(self.url)
+        started = _metrics_now(self.url)
         time.sleep(self.window_s)
-        ended = metrics_now(self.url)
+        ended = _metrics_now(self.url)
         t_stop = time.perf_counter()
         try:
             requests.post(self.url + "/stop_profile", timeout=600)
         except requests.RequestException as e:
             self.unsupported = f"POST /stop_profile failed: {e}"
-        stopped = metrics_now(self.url)
+        stopped = _metrics_now(self.url)
         self.window = {"batch": self.batch, "window_s": self.window_s, "before_start": start, "started": started,
                        "ended": ended, "stopped": stopped, "stop_s": time.perf_counter() - t_stop,
                        "files_before": sorted(p.name for p in files_before)}

@@ -8,6 +8,7 @@ import pandas as pd
 
 from ...measure.claims import fmt_num
 from ...schema import PUBLISHED_RIG
+from ...words import join_and, known_number
 from .view import _span, _v, batch_limit
 
 
@@ -36,7 +37,7 @@ def steadiness_words(steady: dict[str, dict], views: dict[str, dict]) -> str:
             slow = [k for k, v in r["agree"].items() if not v]
             line += f"; not {', '.join(slow)}." if slow else "."
             for rig in ok:
-                if rig in views and views[rig].get("knee_rps"):
+                if rig in views and known_number(views[rig].get("knee_rps")):
                     line += (f" The knee from {rig}, whose flood agrees: {views[rig]['knee_rps']:.1f} req/s, kept up at "
                              f"{views[rig]['last_kept_up_rps']:.1f}.")
         lines.append(line)
@@ -55,7 +56,7 @@ def knee_words(views: dict[str, dict], mixed: pd.DataFrame) -> str:
     lines = []
     for r, v in views.items():
         m = mixed[mixed["rig"] == r].set_index("offered_rate_rps")
-        if not len(m) or not v.get("knee_rps") or v["knee_rps"] not in m.index:
+        if not len(m) or not known_number(v.get("knee_rps")) or v["knee_rps"] not in m.index:
             continue
         row = m.loc[v["knee_rps"]]
         n_alone = int(row.decode_only_intervals)
@@ -185,13 +186,20 @@ def key_findings(views: dict[str, dict]) -> list[str]:
     if flood:
         out.append("The flood's ceiling: " + "; ".join(f"{r} {fmt_num(v['ceiling_rps'])} req/s "
                                                       f"({fmt_num(v['ceiling_tok_s'])} output tok/s)" for r, v in flood) + ".")
-    knee = [(r, v) for r, v in views.items() if v.get("knee_rps") and v.get("ceiling_rps")]
+    knee = [(r, v) for r, v in views.items() if known_number(v.get("knee_rps")) and known_number(v.get("ceiling_rps"))]
     if knee:
         out.append("Offered a steady rate, each server fell behind (completed under "
                    f"{100 * knee[0][1]['keep_up']:.0f}% of the offered rate) below its flood's ceiling: " + "; ".join(
                        f"{r} kept up at {v['last_kept_up_rps'] / v['ceiling_rps']:.0%} of it and fell behind at "
-                       f"{v['knee_rps'] / v['ceiling_rps']:.0%}" for r, v in knee) + ".")
+                       f"{v['knee_rps'] / v['ceiling_rps']:.0%}" for r, v in knee) + no_sweep(views) + ".")
     return out[:5]
+
+
+def no_sweep(views: dict[str, dict]) -> str:
+    """The rigs shown whose rate sweep has no knee yet (not run, or cut by a time budget), as a clause: "" where every
+    rig has one. A rig without it is named, never given a figure it does not have."""
+    missing = [r for r, v in views.items() if not known_number(v.get("knee_rps"))]
+    return f" ({join_and(missing)}: no rate sweep with a knee yet)" if missing else ""
 
 
 def takeaways(views: dict[str, dict]) -> list[tuple[str, str]]:
@@ -209,12 +217,13 @@ def takeaways(views: dict[str, dict]) -> list[tuple[str, str]]:
                  f"{fmt_num(_v(pub['admission']))} requests of this workload, and the flooded batch stopped there")
     out.append(("A model that fits in memory with room to spare can still cap the server's throughput: memory "
                 "headroom and serving capacity are different resources.", (said or "Not measured on the rigs shown") + "."))
-    knee = [(r, v) for r, v in views.items() if v.get("knee_rps")]
+    knee = [(r, v) for r, v in views.items() if known_number(v.get("knee_rps"))]
     out.append(("Load-test for the knee and serve below it: past it more load buys only queue, and no single-request "
                 "benchmark shows it.",
-                ("Every rig shown has a knee: " + "; ".join(f"{r} kept up at {fmt_num(v['last_kept_up_rps'])} req/s and "
-                                                            f"fell behind at {fmt_num(v['knee_rps'])}" for r, v in knee)
-                 + ".") if knee else "Not measured on the rigs shown."))
+                (("Every rig shown has a knee: " if len(knee) == len(views) else "Every rig with a rate sweep has a knee: ")
+                 + "; ".join(f"{r} kept up at {fmt_num(v['last_kept_up_rps'])} req/s and "
+                             f"fell behind at {fmt_num(v['knee_rps'])}" for r, v in knee)
+                 + no_sweep(views) + ".") if knee else "Not measured on the rigs shown."))
     out.append(("Know which limit you hit first: on a small model usually memory, on this 4B generation speed.",
                 (f"On the A10G the 4B's flooded batch stopped at the KV pool's admission limit "
                  f"({fmt_num(_v(pub['admission']))}): the KV pool, which the post reads as far from full, is what "
