@@ -352,16 +352,25 @@ def test_reduced_plan_end_to_end(tmp_path):
     # engine ran no stream when the prompt came at 2 s: no stream frozen, the test failed.
     # The long prompt's own output is 2 tokens (the rig's 8 made the profiler's window 6 s on the CPU build, and vLLM
     # took 35 s to write its trace; at 2 tokens, 2 s and 17 s).
-    overrides = {"prompt_lens": [384], "budgets": [0], "injections": 1, "solo": 1, "first_after_s": 4.0, "output_len": 192,
-                 "background_rate_rps": 6.0, "tail_s": 0.5, "warmup_background_s": 1.0, "trace": True, "long_output_len": 2}
+    # Four injections 2 s apart, not one: on the loaded 2-core machine of a clean-clone make test the API server hands a
+    # stream's tokens over in bursts (a request's 191 tokens arriving at one instant) and one prompt in three still came
+    # in a lull and froze none (session 21: 3 of 7 runs); waiting for the engine's counters to show decoding did not
+    # help (the counters stall with the bursts). Each injection is a fresh chance; the test asserts one froze streams,
+    # and that the ones that froze none say so (no freeze figure) rather than make one up.
+    overrides = {"prompt_lens": [384], "budgets": [0], "injections": 4, "spacing_s": 2.0, "solo": 1, "first_after_s": 4.0,
+                 "output_len": 192, "background_rate_rps": 6.0, "tail_s": 0.5, "warmup_background_s": 1.0, "trace": True,
+                 "long_output_len": 2}
     report = parts.run(2, "cpu-tiny", data, python=str(vllm_py), overrides=overrides, progress=False,
                        measure_bandwidth=False)
     assert report.done == ["off-p00384", "off-trace"], report
     inj = p02.injection_table(data, ["cpu-tiny"])
-    assert len(inj) == 1  # the traced point is not a freeze measurement
-    row = inj.iloc[0]
-    assert row["streams"] >= 1 and row["freeze_ms"] > 0 and row["ttft_ms"] > 0 and row["solo_ttft_ms"] > 0
-    assert row["prefill_steps"] == 1  # chunking off: the whole prompt in one step, found in the iteration log
+    assert len(inj) == 4  # the traced point is not a freeze measurement
+    froze = inj[inj["streams"] >= 1]
+    assert len(froze), inj[["injection", "streams", "freeze_ms"]]
+    row = froze.iloc[0]
+    assert row["freeze_ms"] > 0 and row["ttft_ms"] > 0 and row["solo_ttft_ms"] > 0
+    assert inj[inj["streams"] == 0]["freeze_ms"].isna().all()  # none frozen: no freeze figure
+    assert (inj["prefill_steps"] == 1).all()  # chunking off: the whole prompt in one step, found in the iteration log
     point = data / "runs" / p02.NAME / "cpu-tiny" / "off-p00384"
     args = " ".join(json.loads((point / "manifest.json").read_text())["session"]["server_command"])
     assert "--no-enable-chunked-prefill" in args and "--enable-logging-iteration-details" in args

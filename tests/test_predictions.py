@@ -262,3 +262,50 @@ def test_the_leave_one_gpu_out_table_recomputes_from_the_raw_runs(measured):
         if target == "h100" and b in frozen:
             assert r.frozen_error_pct == pytest.approx(100 * (frozen[b] - raw) / raw)
     assert {"a10g-published"} <= set(t["target"])
+
+
+def test_the_chapters_tested_table_reads_the_h100s_runs_against_both_frozen_files():
+    """The chapter page's table of what was predicted before it was measured: the measured single stream and the
+    flood's whole pass straight from the runs' bench.json, each prediction as its frozen file wrote it, the error
+    signed as predicted less measured over measured, and a quantity a file does not state left empty."""
+    import gzip
+
+    from inference_wall.parts.p00 import validation
+
+    h = validation.headline("h100").set_index("quantity")
+    runs = Path(DATA_DIR) / "runs"
+    single = json.loads((runs / "01-hit-the-wall/h100/single/bench.json").read_text())
+    flood = json.loads(gzip.open(runs / "03-batching-cliff/h100/mns-256/bench.json.gz").read())
+    first = pd.read_csv(Path(DATA_DIR) / "predictions/h100-sxm.csv")
+    refit = pd.read_csv(Path(DATA_DIR) / "predictions/h100-sxm-refit.csv")
+
+    def stated(rows, quantity, **at):
+        r = rows[(rows["model"] == "4B") & (rows["quantity"] == quantity)]
+        for k, v in at.items():
+            r = r[r[k] == v]
+        return float(r["predicted"].iloc[0])
+
+    s = h.loc["single stream (ms per token)"]
+    assert s.measured == pytest.approx(single["median_itl_ms"])
+    assert s.frozen == pytest.approx(stated(first, "single stream")) and s.refit == pytest.approx(stated(refit, "single stream"))
+    assert s.frozen_error_pct == pytest.approx(100 * (s.frozen - s.measured) / s.measured)
+    f = h.loc["flood at cap 256, whole pass (tok/s)"]
+    assert f.measured == pytest.approx(flood["output_throughput"])
+    assert f.refit == pytest.approx(stated(refit, "flood output", cap=256))
+    assert f.refit_error_pct == pytest.approx(100 * (f.refit - f.measured) / f.measured)
+    step = h.loc["decode step at batch 64 (ms)"]
+    assert step.frozen == pytest.approx(stated(first, "decode step", batch=64)) and step.refit != step.refit  # not stated
+    words = validation.headline_words(validation.headline("h100"), "h100")
+    assert f"states {h['frozen'].notna().sum()}" in words and "nan" not in words
+    shown = validation.headline_shown(validation.headline("h100"))
+    assert "–" in set(shown["its error "]) and not shown.isna().any().any()
+
+
+def test_each_frozen_files_section_names_its_own_file():
+    from inference_wall.parts.p00 import validation
+
+    first, refit = validation.section("h100"), validation.section("h100", model="refit")
+    assert "`data/predictions/h100-sxm.csv`" in first["sentences"][0] and first["sentences"][0].startswith("Before")
+    assert "`data/predictions/h100-sxm-refit.csv`" in refit["sentences"][0] and "refit" in refit["sentences"][0]
+    worst = " ".join(refit["sentences"])
+    assert "nan" not in worst and ("((" not in worst)

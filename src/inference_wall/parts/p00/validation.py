@@ -215,10 +215,11 @@ def shown(val: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def sentences(val: pd.DataFrame, frozen_rows: pd.DataFrame | None = None) -> list[str]:
-    """What a reader takes from the validation table: what was frozen when, the 4B's errors on the quantities the
-    chapter names (single stream, steps at 8, 64 and 256, the flood at cap 256, the KV admission), and the largest
-    error of all, each number from the table."""
+def sentences(val: pd.DataFrame, frozen_rows: pd.DataFrame | None = None, model: str | None = None) -> list[str]:
+    """What a reader takes from the validation table: what was frozen when (`model`: None for the first model's file,
+    "refit" for the refit's), the 4B's errors on the quantities the chapter names (single stream, steps at 8, 64 and
+    256, the flood at cap 256, the KV admission), where each flood's prediction sits against its two measures, and
+    the largest error of all with its measure, each number from the table."""
     from .predict import _n, _pct, join_and
 
     if not len(val):
@@ -227,10 +228,14 @@ def sentences(val: pd.DataFrame, frozen_rows: pd.DataFrame | None = None) -> lis
     out = []
     if frozen_rows is not None and len(frozen_rows):
         commit = str(frozen_rows["model_commit"].iloc[0])[:12]
-        out.append(f"Before {rig}'s first run, the step model's prediction for the {gpu} datasheet row was frozen "
-                   f"(`data/predictions/{gpu}.csv`, made by commit {commit} and never edited since): what follows is "
-                   "that prediction against what the rig then measured, a test of the model on a GPU it was not "
-                   "fitted on.")
+        name = f"{gpu}{'-' + model if model else ''}.csv"
+        out.append((f"Before {rig}'s first run, the step model's prediction for the {gpu} datasheet row was frozen "
+                    if not model else
+                    f"After {rig}'s first runs, the refit's prediction of what the {rig} had not run yet (each row "
+                    f"naming the run that would measure it) was frozen for the {gpu} datasheet row ")
+                   + f"(`data/predictions/{name}`, made by commit {commit} and never edited since): what follows is "
+                   "that prediction against what the rig then measured, a test of the model on measurements it was "
+                   "not fitted on.")
     four = val[val["model"] == "4B"]
     picks = []
     for quantity, key, value, label in (("single stream", "batch", 1, "the single stream"),
@@ -250,10 +255,96 @@ def sentences(val: pd.DataFrame, frozen_rows: pd.DataFrame | None = None) -> lis
                      f"({_pct(r.error_pct)})")
     if picks:
         out.append(f"The 4B on the {rig}: {join_and(picks)}.")
+    floods = val[val["quantity"] == "flood output"]
+    placed = []
+    for (m, cap), g in floods.groupby(["model", "cap"], sort=True):
+        whole, steady = g[g["measure"] == WHOLE], g[g["measure"] == STEADY]
+        if len(whole) and len(steady):
+            lo, hi = sorted([float(whole["measured"].iloc[0]), float(steady["measured"].iloc[0])])
+            p = float(g["predicted"].iloc[0])
+            placed.append(f"{m} cap {int(cap):,} " + ("between them" if lo <= p <= hi else
+                                                      "below both" if p < lo else "above both"))
+    if placed:
+        out.append("The flood prediction adds each request's prefill to its decode, so where the model holds it sits "
+                   "between the whole pass (ramp and tail included) and the steady window: " + join_and(placed) + ".")
     worst = val.loc[val["error_pct"].abs().idxmax()]
+    how = f", against its {worst.measure}" if worst.quantity == "flood output" else ""
     out.append(f"The largest error of the {len(val)} quantities measured so far is the {worst.model} "
-               f"{worst.quantity} at {_at(worst)}: {_pct(worst.error_pct)}.")
+               f"{worst.quantity} at {_at(worst)}{how}: {_pct(worst.error_pct)}.")
     return out
+
+
+# What the chapter page shows of a tested prediction: the quantities the H100 issue names, in the reader's words.
+HEADLINE = (("single stream", "batch", 1, None, "single stream (ms per token)"),
+            ("decode step", "batch", 8, None, "decode step at batch 8 (ms)"),
+            ("decode step", "batch", 64, None, "decode step at batch 64 (ms)"),
+            ("decode step", "batch", 256, None, "decode step at batch 256 (ms)"),
+            ("flood output", "cap", 256, "whole", "flood at cap 256, whole pass (tok/s)"),
+            ("flood output", "cap", 256, "steady", "flood at cap 256, steady window (tok/s)"),
+            ("KV admission", None, None, None, "KV admission (requests of 384 tokens)"))
+WHOLE, STEADY = "whole pass (vllm bench serve)", "steady window (polled /metrics)"
+
+
+def headline(rig: str, data_dir=None) -> pd.DataFrame:
+    """The 4B's tested quantities on `rig` (HEADLINE): what the rig measured, the prediction of the model frozen before
+    its first run and its signed error (%), and the refit's, frozen before the run that measured it (NaN where that
+    file states no such quantity), with the run. Empty where nothing of either is measured yet."""
+    tables = {m: table(rig, data_dir, model=m) for m in (None, "refit")}
+    rows = []
+    for quantity, key, value, measure, label in HEADLINE:
+        got = {}
+        for m, t in tables.items():
+            t = t[(t["model"] == "4B") & (t["quantity"] == quantity)]
+            if key is not None:
+                t = t[t[key] == value]
+            if measure is not None:
+                t = t[t["measure"] == (WHOLE if measure == "whole" else STEADY)]
+            if len(t):
+                got[m] = t.iloc[0]
+        if not got:
+            continue
+        first = got.get(None, got.get("refit"))
+        rows.append({"quantity": label, "measured": float(first.measured),
+                     "frozen": float(got[None].predicted) if None in got else math.nan,
+                     "frozen_error_pct": float(got[None].error_pct) if None in got else math.nan,
+                     "refit": float(got["refit"].predicted) if "refit" in got else math.nan,
+                     "refit_error_pct": float(got["refit"].error_pct) if "refit" in got else math.nan,
+                     "run": str(first.source).split(",")[0]})
+    return pd.DataFrame(rows, columns=["quantity", "measured", "frozen", "frozen_error_pct", "refit", "refit_error_pct",
+                                       "run"])
+
+
+def headline_shown(frame: pd.DataFrame) -> pd.DataFrame:
+    """`headline` as the page prints it: three figures, signed errors, '–' where a file states no such quantity."""
+    from .predict import _n, _pct
+
+    def n(x):
+        return _n(x) if x == x else "–"
+
+    def pct(x):
+        return _pct(x) if x == x else "–"
+
+    return pd.DataFrame({"quantity": frame["quantity"], "measured": frame["measured"].map(n),
+                         "frozen before the first run": frame["frozen"].map(n), "its error": frame["frozen_error_pct"].map(pct),
+                         "refit, frozen before its run": frame["refit"].map(n), "its error ": frame["refit_error_pct"].map(pct),
+                         "run": frame["run"]})
+
+
+def headline_words(frame: pd.DataFrame, rig: str) -> str | None:
+    """One sentence over `headline(rig)`: per prediction, how many of the rows it states and the range of its signed
+    errors; None where no row is measured."""
+    from .predict import _pct
+
+    parts = []
+    for name, col in (("the model frozen before its first run", "frozen_error_pct"),
+                      ("the refit frozen before the runs it names", "refit_error_pct")):
+        errs = frame[col].dropna() if len(frame) else pd.Series(dtype=float)
+        if len(errs) == 1:
+            parts.append(f"{name} states one of them, off by {_pct(errs.iloc[0])}")
+        elif len(errs):
+            parts.append(f"{name} states {len(errs)}, off by {_pct(errs.min())} to {_pct(errs.max())}")
+    return (f"On the {rig}, of the {len(frame)} quantities below, " + "; ".join(parts)
+            + " (the error is the prediction less the measurement, over the measurement).") if parts else None
 
 
 def section(rig: str, data_dir=None, model: str | None = None) -> dict | None:
@@ -263,5 +354,6 @@ def section(rig: str, data_dir=None, model: str | None = None) -> dict | None:
     if not len(val):
         return None
     key = rig_datasheet(rig, data_dir)
-    return {"table": val, "shown": shown(val), "sentences": sentences(val, frozen(key, data_dir, model)), "gpu": key,
+    return {"table": val, "shown": shown(val), "sentences": sentences(val, frozen(key, data_dir, model), model),
+            "gpu": key,
             "file": f"data/predictions/{key}{'-' + model if model else ''}.csv"}
