@@ -285,15 +285,15 @@ def test_the_chapters_tested_table_reads_the_h100s_runs_against_both_frozen_file
             r = r[r[k] == v]
         return float(r["predicted"].iloc[0])
 
-    s = h.loc["single stream (ms per token)"]
+    s = h.loc["single stream, ms a token"]
     assert s.measured == pytest.approx(single["median_itl_ms"])
     assert s.frozen == pytest.approx(stated(first, "single stream")) and s.refit == pytest.approx(stated(refit, "single stream"))
     assert s.frozen_error_pct == pytest.approx(100 * (s.frozen - s.measured) / s.measured)
-    f = h.loc["flood at cap 256, whole pass (tok/s)"]
+    f = h.loc["flood at cap 256, whole pass, tok/s"]
     assert f.measured == pytest.approx(flood["output_throughput"])
     assert f.refit == pytest.approx(stated(refit, "flood output", cap=256))
     assert f.refit_error_pct == pytest.approx(100 * (f.refit - f.measured) / f.measured)
-    step = h.loc["decode step at batch 64 (ms)"]
+    step = h.loc["step at batch 64, ms"]
     assert step.frozen == pytest.approx(stated(first, "decode step", batch=64)) and step.refit != step.refit  # not stated
     words = validation.headline_words(validation.headline("h100"), "h100")
     assert f"states {h['frozen'].notna().sum()}" in words and "nan" not in words

@@ -275,13 +275,13 @@ def sentences(val: pd.DataFrame, frozen_rows: pd.DataFrame | None = None, model:
 
 
 # What the chapter page shows of a tested prediction: the quantities the H100 issue names, in the reader's words.
-HEADLINE = (("single stream", "batch", 1, None, "single stream (ms per token)"),
-            ("decode step", "batch", 8, None, "decode step at batch 8 (ms)"),
-            ("decode step", "batch", 64, None, "decode step at batch 64 (ms)"),
-            ("decode step", "batch", 256, None, "decode step at batch 256 (ms)"),
-            ("flood output", "cap", 256, "whole", "flood at cap 256, whole pass (tok/s)"),
-            ("flood output", "cap", 256, "steady", "flood at cap 256, steady window (tok/s)"),
-            ("KV admission", None, None, None, "KV admission (requests of 384 tokens)"))
+HEADLINE = (("single stream", "batch", 1, None, "single stream, ms a token"),
+            ("decode step", "batch", 8, None, "step at batch 8, ms"),
+            ("decode step", "batch", 64, None, "step at batch 64, ms"),
+            ("decode step", "batch", 256, None, "step at batch 256, ms"),
+            ("flood output", "cap", 256, "whole", "flood at cap 256, whole pass, tok/s"),
+            ("flood output", "cap", 256, "steady", "flood at cap 256, steady window, tok/s"),
+            ("KV admission", None, None, None, "KV admission, requests"))
 WHOLE, STEADY = "whole pass (vllm bench serve)", "steady window (polled /metrics)"
 
 
@@ -309,9 +309,17 @@ def headline(rig: str, data_dir=None) -> pd.DataFrame:
                      "frozen_error_pct": float(got[None].error_pct) if None in got else math.nan,
                      "refit": float(got["refit"].predicted) if "refit" in got else math.nan,
                      "refit_error_pct": float(got["refit"].error_pct) if "refit" in got else math.nan,
-                     "run": str(first.source).split(",")[0]})
+                     "run": _short_run(str(first.source))})
     return pd.DataFrame(rows, columns=["quantity", "measured", "frozen", "frozen_error_pct", "refit", "refit_error_pct",
                                        "run"])
+
+
+def _short_run(source: str) -> str:
+    """'01-hit-the-wall/h100/single' -> 'part 1: single'; a start's log keeps its words up to the first comma."""
+    head = source.split(",")[0]
+    folder, _, rest = head.partition("/")
+    point = rest.split("/")[-1] if "/" in rest else rest
+    return f"part {int(folder[:2])}: {point}" if folder[:2].isdigit() else head
 
 
 def headline_shown(frame: pd.DataFrame) -> pd.DataFrame:
@@ -325,8 +333,8 @@ def headline_shown(frame: pd.DataFrame) -> pd.DataFrame:
         return _pct(x) if x == x else "–"
 
     return pd.DataFrame({"quantity": frame["quantity"], "measured": frame["measured"].map(n),
-                         "frozen before the first run": frame["frozen"].map(n), "its error": frame["frozen_error_pct"].map(pct),
-                         "refit, frozen before its run": frame["refit"].map(n), "its error ": frame["refit_error_pct"].map(pct),
+                         "first model": frame["frozen"].map(n), "its error": frame["frozen_error_pct"].map(pct),
+                         "refit": frame["refit"].map(n), "its error ": frame["refit_error_pct"].map(pct),
                          "run": frame["run"]})
 
 
