@@ -403,7 +403,7 @@ def test_a_gpu_run_beside_another_run_is_refused_before_its_kernel_unless_asked(
 
     monkeypatch.setattr(server, "REGISTRY", tmp_path / "registry")
     monkeypatch.setattr(gpuenv, "check_machine", lambda *a, **k: None)  # a GPU host, as far as this test goes
-    monkeypatch.setattr(cli, "_reproduce", lambda *a: pytest.fail("the notebook started"))
+    monkeypatch.setattr(cli, "_reproduce", lambda *a, **k: pytest.fail("the notebook started"))
     monkeypatch.setattr(parts, "run_request", lambda *a, **k: pytest.fail("the sweep started"))
     server.REGISTRY.mkdir()
     (server.REGISTRY / "other.json").write_text(json.dumps({
@@ -416,7 +416,7 @@ def test_a_gpu_run_beside_another_run_is_refused_before_its_kernel_unless_asked(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: another run is serving on this machine's GPU: part "
                                                "01-hit-the-wall on rig h200") and "--allow-shared" in err[0], err
-    monkeypatch.setattr(cli, "_reproduce", lambda *a: 0)
+    monkeypatch.setattr(cli, "_reproduce", lambda *a, **k: 0)
     from inference_wall.run.sweep import SweepReport
 
     monkeypatch.setattr(parts, "run_request", lambda *a, **k: SweepReport())

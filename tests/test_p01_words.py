@@ -183,3 +183,17 @@ def test_a_rig_without_a_rate_sweep_is_named_and_given_no_knee():
     assert "no-rates kept up" not in knee and "no-rates: no rate sweep with a knee yet)" in knee
     _, said = p01.takeaways(views)[1]
     assert readable(said) and said.startswith("Every rig with a rate sweep has a knee") and "no-rates:" in said
+
+
+def test_the_rate_figures_leave_out_a_rig_with_its_flood_alone():
+    """A rig whose rate sweep has not run (the h100 after its first session) has only its flood row: a panel of it had
+    no line and Vega warned of an infinite extent in the browser; it is left out, the others drawn."""
+    from inference_wall import figures
+
+    rates = pd.DataFrame({"rig": ["a", "a", "b"], "offered_rate_rps": [1.0, math.inf, math.inf],
+                          "completed_rps": [1.0, 9.0, 8.0], "output_tok_s": [128.0, 1152.0, 1024.0],
+                          "e2el_p99_ms": [900.0, 4000.0, 5000.0]})
+    for chart in (figures.p01.throughput_vs_rate(rates), figures.p01.e2e_p99_vs_rate(rates)):
+        values = chart.to_dict()["datasets"]
+        rigs = {row["rig"] for rows in values.values() for row in rows}
+        assert rigs == {"a"}

@@ -353,10 +353,10 @@ def test_reduced_plan_end_to_end(tmp_path):
     # The long prompt's own output is 2 tokens (the rig's 8 made the profiler's window 6 s on the CPU build, and vLLM
     # took 35 s to write its trace; at 2 tokens, 2 s and 17 s).
     # Four injections 2 s apart, not one: on the loaded 2-core machine of a clean-clone make test the API server hands a
-    # stream's tokens over in bursts (a request's 191 tokens arriving at one instant) and one prompt in three still came
-    # in a lull and froze none (session 21: 3 of 7 runs); waiting for the engine's counters to show decoding did not
-    # help (the counters stall with the bursts). Each injection is a fresh chance; the test asserts one froze streams,
-    # and that the ones that froze none say so (no freeze figure) rather than make one up.
+    # stream's tokens over in bursts (a request's 191 tokens arriving at one instant) and a single prompt could come in
+    # a lull and freeze none (session 21: a clean run, then 4 of 10 runs with the prompt waiting for the engine's
+    # counters to show decoding, which did not help: the counters stall with the bursts). Each injection is a fresh
+    # chance; the test asserts one froze streams, and that those that froze none say so (no freeze figure).
     overrides = {"prompt_lens": [384], "budgets": [0], "injections": 4, "spacing_s": 2.0, "solo": 1, "first_after_s": 4.0,
                  "output_len": 192, "background_rate_rps": 6.0, "tail_s": 0.5, "warmup_background_s": 1.0, "trace": True,
                  "long_output_len": 2}

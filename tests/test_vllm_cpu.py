@@ -308,7 +308,9 @@ def test_each_flood_ran_its_batch_as_capped(part3):
     # the next request's first: delivery, not the engine)
     at_once = {pt.record.max_num_seqs: int(poll_table(store.open_artefact(pt.path, artefact_name("bench")))["running"].max())
                for pt in store.load_points(p03.NAME, data, ["cpu-tiny"])}
-    assert at_once[caps[0]] == 1  # one sequence at a time, as capped
+    # one sequence at a time, as capped: never two (a short cap-1 pass on a loaded machine can end between two polls,
+    # so a poll that saw none is no failure; one review's clean run polled none running at cap 1)
+    assert at_once[caps[0]] <= 1
     assert 1 < at_once[caps[-1]] <= caps[-1]  # the top cap batched: more than one sequence ran at once
 
 

@@ -22,9 +22,13 @@ def _finite(df: pd.DataFrame, col: str) -> pd.Series:
 
 
 def _rate_layers(df: pd.DataFrame, y: str, y_title: str, log_y: bool, tooltip: list[str]) -> alt.FacetChart:
-    rigs = list(df["rig"].unique())
+    """A panel per rig with a rate sweep (a rig with its flood alone, its sweep not run yet, has no line to draw: the
+    page's words name it)."""
     data = df.copy()
     data["flood"] = ~_finite(data, "offered_rate_rps")
+    swept = set(data.loc[~data["flood"], "rig"])
+    data = data[data["rig"].isin(swept)]
+    rigs = list(data["rig"].unique())
     data["offered_rate_rps"] = data["offered_rate_rps"].where(~data["flood"], None)
     yenc = figures.log_y(y, y_title) if log_y else alt.Y(f"{y}:Q", title=y_title)
     base = alt.Chart(data)
@@ -72,14 +76,16 @@ def mixed_steps(long: pd.DataFrame) -> alt.FacetChart:
 
 
 def roofline(rows: pd.DataFrame) -> alt.Chart:
-    """Single-stream time per token against the weight-stream floor, per rig (rows: rig, what, ms)."""
+    """Single-stream time per token against the weight-stream floor, per rig (rows: rig, what, ms): one chart, a pair
+    of bars per rig on one scale (a panel per rig stacked five panels past a phone's screen and a half)."""
+    order = ["weight-stream floor", "measured ITL (one stream)"]
     return alt.Chart(rows).mark_bar().encode(
-        x=alt.X("what:N", title=None, sort=["weight-stream floor", "measured ITL (one stream)"]),
+        x=alt.X("rig:N", title=None, sort=figures.rig_order(set(rows["rig"])), axis=alt.Axis(labelAngle=-30)),
+        xOffset=alt.XOffset("what:N", sort=order),
         y=alt.Y("ms:Q", title="Time per token (ms)"),
-        color=alt.Color("what:N", title=None, legend=alt.Legend(orient="bottom")),
-        column=RIG_FACET,
+        color=alt.Color("what:N", title=None, sort=order, legend=alt.Legend(orient="bottom")),
         tooltip=[RIG_TIP, figures.tip("what:N", "Time per token"), figures.tip("ms", "Milliseconds")],
-    ).resolve_scale(y="independent")
+    )
 
 
 def step_time_fit(points: pd.DataFrame, lines: pd.DataFrame, crossovers: pd.DataFrame) -> alt.ConcatChart:
