@@ -32,6 +32,7 @@ VARIANT_MODEL = {"4b": ("4B", "decode step"), "4b-sync": ("4B", "decode step, as
                  "0.5b": ("0.5B", "decode step"), "0.5b-api2": ("0.5B", "decode step, 2 API servers"),
                  "9b-fp16": ("9B fp16", "decode step"),
                  "9b-int4": ("9B int4", "decode step")}
+WHOLE, STEADY = "whole pass (vllm bench serve)", "steady window (polled /metrics)"  # a flood's two measures
 FLOOD_MODELS = {"main": ("4B", "qwen3.5-4b"), "small": ("0.5B", "qwen2.5-0.5b")}
 
 
@@ -100,8 +101,7 @@ def _flood_rows(rig: str, data_dir=None) -> list[dict]:
         if r.model not in FLOOD_MODELS:
             continue
         steady = getattr(r, "steady_output_tok_s", math.nan)
-        for value, how in ((r.output_tok_s, "whole pass (vllm bench serve)"),
-                           (steady, "steady window (polled /metrics)")):
+        for value, how in ((r.output_tok_s, WHOLE), (steady, STEADY)):
             if value == value:
                 rows.append({"model": FLOOD_MODELS[r.model][0], "quantity": "flood output",
                              "cap": int(r.max_num_seqs), "measured": float(value), "measure": how,
@@ -282,7 +282,6 @@ HEADLINE = (("single stream", "batch", 1, None, "single stream, ms a token"),
             ("flood output", "cap", 256, "whole", "flood at cap 256, whole pass, tok/s"),
             ("flood output", "cap", 256, "steady", "flood at cap 256, steady window, tok/s"),
             ("KV admission", None, None, None, "KV admission, requests"))
-WHOLE, STEADY = "whole pass (vllm bench serve)", "steady window (polled /metrics)"
 
 
 def headline(rig: str, data_dir=None) -> pd.DataFrame:
