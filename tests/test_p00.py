@@ -92,11 +92,39 @@ def test_step_families_sort_the_kernels_of_a_decode_step():
     assert p00.step_family("triton_red_fused__to_copy_add_rms_norm_3") == "norms, activations, other"
 
 
+def test_a_chunk_alone_is_traced_on_part_2_s_own_server_at_its_budget():
+    """The chunk point's server is the one part 2 measured at that budget (its recorded command's flags, the profiler
+    folder aside), at part 2's traced length, with its prompts untraced first and no decode point beside it."""
+    import json
+    from pathlib import Path
+
+    from inference_wall.records.store import load_points
+
+    profile = load_profile("h200")
+    chunk = [p for p in p00.plan(dict(p00.DEFAULTS), profile) if p.params["kind"] == "chunk"]
+    assert [p.name for p in chunk] == ["4b-chunk-b00512-p16384"] and chunk[0].session == "4b-chunk-b00512"
+    part2 = next(pt for pt in load_points("02-prefill-freeze", None, ["h200"]) if pt.name == "b00512-trace")
+    command = json.loads((part2.path / "manifest.json").read_text())["session"]["server_command"]
+
+    def flags(args):
+        i = args.index("--profiler-config")
+        return args[:i] + args[i + 2:], json.loads(args[i + 1])["torch_profiler_dir"]
+
+    ours, ours_dir = flags(chunk[0].serve_args)
+    theirs, theirs_dir = flags(command[command.index("--enable-logging-iteration-details"):])
+    assert ours == theirs and ours_dir != theirs_dir and ours_dir.endswith("4b-chunk/b00512")
+    assert chunk[0].params["prompt_len"] == part2.params["prompt_len"] and chunk[0].max_num_seqs == part2.record.max_num_seqs
+    side = chunk[0].passes[0].side("http://x", "m", Path("/nonexistent"), "bench")
+    assert side.spec.solo >= 2 and side.spec.count == 0  # untraced first (the first warms); nothing injected
+
+
 def test_the_plan_runs_decode_first_and_the_profiler_last_in_each_session():
     profile = load_profile("h200")
     plans = p00.plan(dict(p00.DEFAULTS), profile)
     sessions = [s for s in dict.fromkeys(p.session for p in plans) if "-mixed-" not in s]  # part 2's on the 0.5B
-    assert sessions == [f"{v}-main" for v in p00.DEFAULTS["order"]]
+    chunk = [v for v in p00.DEFAULTS["order"] if p00.DEFAULTS["variants"][v]["measure"] == ["chunk"]]
+    assert sessions == ([f"{v}-main" for v in p00.DEFAULTS["order"] if v not in chunk]
+                        + [f"{v}-b{b:05d}" for v in chunk for b in p00.DEFAULTS["chunk_budgets"]])
     four = [p for p in plans if p.session == "4b-main"]
     kinds = [p.params["kind"] for p in four]
     assert kinds[0] == "decode" and "trace" in kinds

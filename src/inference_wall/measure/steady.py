@@ -334,3 +334,29 @@ def point_flood_row(pt, label: str = "bench", share: float = FLOOD_SHARE) -> dic
     cap = int(pt.record.max_num_seqs)
     window = flood_steady(frame, cap, engines=int(pt.params.get("engines") or 1), share=share)
     return {**steady_row(window, True), **flood_phases(frame, cap, share=share)}
+
+
+def window_rates(frame: pd.DataFrame, t0: float, t1: float) -> dict:
+    """The engine's counters (poller.poll_frame) over the polls inside [t0, t1] (epoch seconds): steps and generated
+    tokens per second between the first and the last of them, the step's period, the mean running batch, and the
+    output rate over each half of the polls (low and high: the window's own spread). NaN each where fewer than three
+    polls fall inside."""
+    f = frame[(frame["t"] >= t0) & (frame["t"] <= t1)].dropna(subset=["steps_total", "generation_tokens_total"])
+    out = dict.fromkeys(["window_s", "polls", "steps_per_s", "step_ms", "tok_s", "tok_s_lo", "tok_s_hi",
+                         "running_mean"], math.nan)
+    out["polls"] = len(f)
+    if len(f) < 3:
+        return out
+
+    def rate(a, b, col):
+        dt = float(b["t"] - a["t"])
+        return float(b[col] - a[col]) / dt if dt > 0 else math.nan
+
+    first, mid, last = f.iloc[0], f.iloc[len(f) // 2], f.iloc[-1]
+    halves = [rate(first, mid, "generation_tokens_total"), rate(mid, last, "generation_tokens_total")]
+    steps_per_s = rate(first, last, "steps_total")
+    out.update(window_s=float(last["t"] - first["t"]), steps_per_s=steps_per_s,
+               step_ms=1000 / steps_per_s if steps_per_s and steps_per_s > 0 else math.nan,
+               tok_s=rate(first, last, "generation_tokens_total"), tok_s_lo=min(halves), tok_s_hi=max(halves),
+               running_mean=float(f["running"].mean()))
+    return out

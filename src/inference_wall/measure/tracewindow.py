@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-STEP_ANNOTATION = re.compile(r"^execute_context_\d+\(\d+\)_generation_(\d+)\(\d+\)$")
+STEP_ANNOTATION = re.compile(r"^execute_context_(\d+)\((\d+)\)_generation_(\d+)\(\d+\)$")
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 COLUMNS = ["rig", "point", "batch", "window_steps", "window_step_ms", "window_prompt_tokens", "timeline_steps",
            "timeline_period_ms", "timeline_busy_ms", "timeline_gap_ms", "kernels_ms"]
@@ -60,18 +60,30 @@ def timeline(trace: dict) -> dict | None:
             "timeline_gap_ms": period - busy}
 
 
+def prefill_steps(trace: dict) -> int:
+    """How many annotated steps of a trace computed prompt tokens (vLLM names each step
+    `execute_context_<requests>(<tokens>)_generation_<requests>(<tokens>)`): 0 for a window of pure decode."""
+    return sum(1 for e in trace.get("traceEvents", []) if e.get("cat") == "gpu_user_annotation"
+               and (m := STEP_ANNOTATION.match(e.get("name", ""))) and int(m.group(2)) > 0)
+
+
+def chosen_window(summary: dict) -> dict | None:
+    """The window a traced point is read from: the first whose steps computed no prompt token (a window records
+    `prefill_steps` from its trace; run.trace opens another where one caught a refill), else the first."""
+    windows = summary.get("windows") or []
+    return next((w for w in windows if w.get("prefill_steps") == 0), windows[0] if windows else None)
+
+
 def window_row(point: Path) -> dict | None:
-    """The row of COLUMNS for one traced point's first decode window (None where it has no window)."""
+    """The row of COLUMNS for one traced point's chosen decode window (None where it has no window)."""
     from ..records.store import read_trace
 
     path = Path(point) / "trace-summary.json"
     if not path.exists():
         return None
-    summary = json.loads(path.read_text())
-    windows = summary.get("windows") or []
-    if not windows:
+    w = chosen_window(json.loads(path.read_text()))
+    if w is None:
         return None
-    w = windows[0]
     a, b = w.get("started") or {}, w.get("ended") or {}
     steps = (b.get("steps") or 0) - (a.get("steps") or 0)
     row = {"point": Path(point).name, "batch": int(w["batch"]), "window_steps": steps,
@@ -79,7 +91,8 @@ def window_row(point: Path) -> dict | None:
            "window_prompt_tokens": (b.get("prompt_tokens") or 0) - (a.get("prompt_tokens") or 0),
            "timeline_steps": math.nan, "timeline_period_ms": math.nan, "timeline_busy_ms": math.nan,
            "timeline_gap_ms": math.nan, "kernels_ms": math.nan}
-    raw = sorted(Path(point).glob("trace-decode-*.pt.trace.json*"))
+    raw = ([Path(point) / f"trace-decode-{name}" for name in w["kept"]] if "kept" in w
+           else sorted(Path(point).glob("trace-decode-*.pt.trace.json*")))
     if raw:
         t = timeline(read_trace(raw[0]))
         if t:

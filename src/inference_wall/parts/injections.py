@@ -20,6 +20,13 @@ from ..schema import PARTS
 NAME = PARTS[2]  # the folder of part 2's runs, whose sessions these tables read
 OFF = 0  # a budget of 0: chunked prefill off
 
+def token_range(preset: str) -> tuple[int, int]:
+    """Ordinary token ids of the preset's vocabulary for the long prompts (special tokens sit at its top)."""
+    from ..model.modelshape import ModelShape
+
+    return 100, int(0.9 * ModelShape.of(preset).vocab_size)
+
+
 def measured_points(data_dir=None, rigs: list[str] | None = None) -> list:
     """The freeze points (not the traced ones, whose profiler slows the steps it records, nor the knee points)."""
     return [pt for pt in load_points(NAME, data_dir, rigs) if pt.params.get("kind") not in ("trace", "knee")]

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import requests
 
-from .inject import InjectSpec, Injection
+from .inject import InjectSpec, Injection, stream_completion
+from ..errors import UserError
 from ..records.store import read_trace
 
 KEEP_RAW_BYTES = 2**20  # a compressed raw trace is kept beside its summary only under this size (a call of
@@ -102,12 +103,12 @@ class TracedInjection(Injection):
             return False
         return True
 
-    def _window(self, name: str, body) -> None:
+    def _window(self, name: str, body):
+        """`body()` inside a profiler window named `name`; its result (without the profiler where it has none)."""
         before = set(self.trace_dir.glob("*")) if self.trace_dir.exists() else set()
         t0 = time.perf_counter()
         if not self._post("/start_profile"):
-            body()
-            return
+            return body()
         result = body()
         t1 = time.perf_counter()
         self._post("/stop_profile")
@@ -131,7 +132,9 @@ class TracedInjection(Injection):
             for name in w["files"]:
                 src = self.trace_dir / name
                 try:
-                    entry.setdefault("summaries", []).append({"file": name, **summarise(read_trace(src))})
+                    raw = read_trace(src)
+                    entry.setdefault("summaries", []).append({"file": name, **summarise(raw),
+                                                              "kernels": kernel_table(raw)})
                 except (OSError, EOFError, ValueError) as e:  # a truncated or unreadable trace
                     entry.setdefault("errors", []).append(f"{name}: {e}")
                     continue
@@ -143,6 +146,34 @@ class TracedInjection(Injection):
             summary["unsupported"] = "the profiler wrote no trace into " + str(self.trace_dir)
         (self.point_dir / "trace-summary.json").write_text(json.dumps(summary, indent=1))
         self.record = {**self.record, "trace": "trace-summary.json", "trace_unsupported": summary["unsupported"]}
+
+
+class SoloTrace(TracedInjection):
+    """A long prompt alone on the idle server, traced: `spec.solo` untraced prompts first (the first warms the
+    prefill's kernels; the rest are its untraced times), then one more inside a profiler window (`solo`), all before
+    the pass's background starts; nothing injected during the pass (spec.count 0) and no decode window. The traced
+    prompt's record is `traced_solo` in `<label>-inject.json`, apart from the untraced `solo` ones."""
+
+    def __enter__(self) -> "SoloTrace":
+        super().__enter__()  # the untraced solos; the injecting thread waits for the bench (count 0: it sends nothing)
+        self.traced_solo = self._window("solo", lambda: stream_completion(
+            self.url, self.model, self._prompt(900), self.spec.output_len, self.spec.timeout_s))
+        if self.traced_solo["error"]:
+            raise UserError(f"the traced solo prompt ({self.spec.prompt_len} tokens) failed: {self.traced_solo['error']}")
+        return self
+
+    def _prelude(self) -> None:
+        pass
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        super().__exit__(exc_type, exc, tb)
+        body = json.loads(self.path.read_text())
+        self.path.write_text(json.dumps({**body, "traced_solo": getattr(self, "traced_solo", None)}))
+
+
+def solo_trace(spec: InjectSpec, trace_dir: Path):
+    """A PassPlan.side factory for SoloTrace."""
+    return lambda url, model, point_dir, label: SoloTrace(spec, url, model, point_dir, label, trace_dir, 0.0)
 
 
 def traced_injection(spec: InjectSpec, trace_dir: Path, decode_window_s: float):
@@ -188,17 +219,21 @@ class DecodeWindowTrace:
     """A PassPlan side (see sweep.PassPlan.side) for a closed-loop pass of `batch` streams: once the server runs
     `batch` requests, none waiting, and no prompt token was counted between two polls (pure decode), the torch
     profiler is started for `window_s` and stopped; the engine's counters are read just before the start and just
-    after the stop. The point keeps `trace-summary.json`: per window the counters, each trace's families and its
-    whole kernel table (kernel_table), and the raw trace when small. A server without the profiler endpoints, or a
-    pass that never reaches pure decode, is recorded as such, not as a failure."""
+    after the stop. The counters can miss a refill's prefill inside the window (a closed loop at a large batch
+    refills a stream every few steps), so each window's trace is read at once: where one of its annotated steps
+    computed prompt tokens (`prefill_steps` > 0), another window is opened once the pass is back in pure decode, up
+    to `max_windows`. The point keeps `trace-summary.json`: per window the counters, its prefill steps, each trace's
+    families and its whole kernel table (kernel_table), and the raw trace when small. A server without the profiler
+    endpoints, or a pass that never reaches pure decode, is recorded as such, not as a failure."""
 
     def __init__(self, url: str, point_dir: Path, label: str, trace_dir: Path, batch: int, window_s: float,
-                 settle_timeout_s: float = 120.0, poll_s: float = 0.05):
+                 settle_timeout_s: float = 120.0, poll_s: float = 0.05, max_windows: int = 4):
         self.url, self.point_dir, self.label = url.rstrip("/"), Path(point_dir), label
         self.trace_dir, self.batch, self.window_s = Path(trace_dir), int(batch), float(window_s)
-        self.settle_timeout_s, self.poll_s = settle_timeout_s, poll_s
-        self.window: dict | None = None
+        self.settle_timeout_s, self.poll_s, self.max_windows = settle_timeout_s, poll_s, int(max_windows)
+        self.windows: list[dict] = []
         self.unsupported: str | None = None
+        self.unsettled: str | None = None  # why the last wait for pure decode ended without it
         self.record: dict = {}
         self._thread = None
         self._stop = None
@@ -207,7 +242,8 @@ class DecodeWindowTrace:
         return (now["running"] is not None and now["running"] >= self.batch and not now["waiting"]
                 and now["prompt_tokens"] == before["prompt_tokens"] and now["t"] - before["t"] >= 0.1)
 
-    def _run(self) -> None:
+    def _settle(self) -> bool:
+        """Wait for pure decode at the batch; False (the reason in `unsettled`) where it never comes."""
         deadline = time.monotonic() + self.settle_timeout_s
         before = _metrics_now(self.url)
         while not self._stop.is_set() and time.monotonic() < deadline:
@@ -217,26 +253,55 @@ class DecodeWindowTrace:
                 before = now
                 continue
             if self._pure_decode(before, now):
-                break
+                return True
             if now["prompt_tokens"] != before["prompt_tokens"] or now["t"] - before["t"] >= 0.5:
                 before = now
-        else:
-            self.unsupported = (f"the pass never ran {self.batch} requests in pure decode within "
-                                f"{self.settle_timeout_s:.0f} s")
-            return
         if self._stop.is_set():
-            self.unsupported = "the pass ended before it ran pure decode"
-            return
-        files_before = set(self.trace_dir.glob("*")) if self.trace_dir.exists() else set()
+            self.unsettled = "the pass ended before it ran pure decode"
+        else:
+            self.unsettled = (f"the pass never ran {self.batch} requests in pure decode within "
+                              f"{self.settle_timeout_s:.0f} s")
+        return False
+
+    def _new_traces(self, before: set, wait_s: float = 10.0) -> list[Path]:
+        """The traces the stop wrote (the workers write them on stop: wait until some appear and stop growing)."""
+        deadline, sizes = time.monotonic() + wait_s, None
+        while time.monotonic() < deadline:
+            new = sorted(p for p in self.trace_dir.glob("*.pt.trace.json*") if p.name not in before)
+            now = [p.stat().st_size for p in new]
+            if new and now == sizes:
+                return new
+            sizes = now
+            time.sleep(0.25)
+        return sorted(p for p in self.trace_dir.glob("*.pt.trace.json*") if p.name not in before)
+
+    def _read(self, entry: dict, files: list[Path]) -> None:
+        from ..measure.tracewindow import prefill_steps
+
+        entry["files"], entry["prefill_steps"] = [p.name for p in files], 0
+        for src in files:
+            try:
+                trace = read_trace(src)
+            except (OSError, EOFError, ValueError) as e:
+                entry.setdefault("errors", []).append(f"{src.name}: {e}")
+                continue
+            entry["prefill_steps"] += prefill_steps(trace)
+            entry.setdefault("summaries", []).append({"file": src.name, **summarise(trace), "kernels": kernel_table(trace)})
+            if src.stat().st_size <= KEEP_RAW_BYTES:
+                shutil.copy(src, self.point_dir / f"trace-decode-{src.name}")
+                entry.setdefault("kept", []).append(src.name)
+
+    def _window(self) -> dict | None:
+        files_before = {p.name for p in self.trace_dir.glob("*")} if self.trace_dir.exists() else set()
         start = _metrics_now(self.url)
         try:
             r = requests.post(self.url + "/start_profile", timeout=600)
         except requests.RequestException as e:
             self.unsupported = f"POST /start_profile failed: {e}"
-            return
+            return None
         if r.status_code != 200:
             self.unsupported = f"POST /start_profile answered HTTP {r.status_code} (no profiler endpoint on this server?)"
-            return
+            return None
         started = _metrics_now(self.url)
         time.sleep(self.window_s)
         ended = _metrics_now(self.url)
@@ -246,9 +311,23 @@ class DecodeWindowTrace:
         except requests.RequestException as e:
             self.unsupported = f"POST /stop_profile failed: {e}"
         stopped = _metrics_now(self.url)
-        self.window = {"batch": self.batch, "window_s": self.window_s, "before_start": start, "started": started,
-                       "ended": ended, "stopped": stopped, "stop_s": time.perf_counter() - t_stop,
-                       "files_before": sorted(p.name for p in files_before)}
+        entry = {"batch": self.batch, "window_s": self.window_s, "before_start": start, "started": started,
+                 "ended": ended, "stopped": stopped, "stop_s": time.perf_counter() - t_stop}
+        self._read(entry, self._new_traces(files_before))
+        return entry
+
+    def _run(self) -> None:
+        for _ in range(self.max_windows):
+            if not self._settle():
+                if not self.windows:
+                    self.unsupported = self.unsettled
+                return
+            entry = self._window()
+            if entry is None:
+                return
+            self.windows.append(entry)
+            if self.unsupported or not entry.get("summaries") or entry["prefill_steps"] == 0:
+                return
 
     def __enter__(self) -> "DecodeWindowTrace":
         import threading
@@ -262,26 +341,11 @@ class DecodeWindowTrace:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=900)
-        summary = {"unsupported": self.unsupported, "windows": []}
-        if self.window is not None:
-            entry = dict(self.window)
-            before = set(entry.pop("files_before"))
-            time.sleep(0.5)  # the workers write their traces on stop
-            new = sorted(p for p in self.trace_dir.glob("*.pt.trace.json*") if p.name not in before)
-            entry["files"] = [p.name for p in new]
-            for src in new:
-                try:
-                    trace = read_trace(src)
-                except (OSError, EOFError, ValueError) as e:
-                    entry.setdefault("errors", []).append(f"{src.name}: {e}")
-                    continue
-                entry.setdefault("summaries", []).append({"file": src.name, **summarise(trace),
-                                                          "kernels": kernel_table(trace)})
-                if src.stat().st_size <= KEEP_RAW_BYTES:
-                    shutil.copy(src, self.point_dir / f"trace-decode-{src.name}")
-            summary["windows"].append(entry)
-            if not entry.get("summaries") and not self.unsupported:
-                summary["unsupported"] = "the profiler wrote no trace into " + str(self.trace_dir)
+        summary = {"unsupported": self.unsupported, "windows": self.windows}
+        if self.windows and self.windows[-1].get("prefill_steps"):
+            summary["no_pure_window"] = self.unsettled or f"{len(self.windows)} windows, each with a prefill step"
+        if self.windows and not any(w.get("summaries") for w in self.windows) and not self.unsupported:
+            summary["unsupported"] = "the profiler wrote no trace into " + str(self.trace_dir)
         (self.point_dir / "trace-summary.json").write_text(json.dumps(summary, indent=1))
         self.record = {"trace": "trace-summary.json", "trace_unsupported": summary["unsupported"]}
 

@@ -35,6 +35,9 @@ DEFAULT_VARIANTS = {
     # with one API server, again with two (the engine the same)
     "0.5b-api2": {"preset": "qwen2.5-0.5b", "serve_args": ["--api-server-count", "2"], "measure": ["decode"],
                   "base": "0.5b", "decode_batches": [64, 256, 512, 1024]},
+    # part 2's chunk step alone: the rig's model on part 2's server at each of chunk_budgets, a long prompt on the
+    # idle server traced (no decode points)
+    "4b-chunk": {"preset": None, "serve_args": [], "measure": ["chunk"], "decode_batches": []},
 }
 
 
@@ -45,7 +48,7 @@ ADDED_SEED = 50_000  # an added decode batch's pass seed is this plus its batch 
 VARIANT_KEYS = ("decode_batches", "sampling_batches", "trace_batches")
 
 
-MEASURES = ("decode", "sampling", "context", "clients", "trace", "mixed")
+MEASURES = ("decode", "sampling", "context", "clients", "trace", "mixed", "chunk")
 
 
 TRACED_KINDS = ("trace", "mixed-trace")  # points with a profiler window: last in their server session
@@ -56,7 +59,7 @@ MIXED_KINDS = ("mixed", "mixed-trace")
 
 DEFAULTS = {
     "variants": DEFAULT_VARIANTS,
-    "order": ["4b", "4b-sync", "0.5b", "9b-fp16", "9b-int4", "0.5b-api2"],  # servers in this order (the budget cuts the tail)
+    "order": ["4b", "4b-sync", "0.5b", "9b-fp16", "9b-int4", "0.5b-api2", "4b-chunk"],  # servers in this order (the budget cuts the tail)
     "max_num_seqs": 1024,
     "input_len": 256,  # the session's warm-up flood (the part's workload)
     "output_len": 128,
@@ -86,6 +89,12 @@ DEFAULTS = {
     # 2 traces on this rig)
     "mixed_budgets": None,
     "mixed_prompt_len": None,
+    # a variant that measures "chunk": per budget, part 2's server (its flags at that budget, its traced prompt
+    # length) with a long prompt alone on the idle server, chunk_solo times untraced (the first warms its kernels),
+    # then once inside a profiler window (trace.SoloTrace); the prompts' seeds from chunk_seed on
+    "chunk_budgets": [512],
+    "chunk_solo": 3,
+    "chunk_seed": 40_000,
 }
 
 
@@ -189,6 +198,8 @@ def plan(p: dict, profile, pools: dict | None = None) -> list[PointPlan]:
                       for b in sorted(int(x) for x in own["trace_batches"]) if b <= mns]
         if "mixed" in measure:
             plans += mixed_points(p, name, preset, profile)
+        if "chunk" in measure:
+            plans += chunk_points(p, name, preset, profile)
     return plans
 
 
@@ -208,12 +219,17 @@ def client_points(p: dict, variant: str, preset: str, serve_args: list[str], com
             for i, n in enumerate(p["clients"])]
 
 
+def part2_parameters(profile) -> dict:
+    """Part 2's parameters on this rig: its defaults and the rig's part-2 overrides."""
+    from ..p02 import PART as PART2
+
+    return {**PART2.defaults, **{k: v for k, v in profile.for_part(PART2.name).items() if v is not None}}
+
+
 def mixed_parameters(p: dict, profile) -> dict:
     """Part 2's parameters on this rig (its defaults and the rig's part-2 overrides) for part 0's mixed sessions: one
     prompt length (mixed_prompt_len, else the one part 2 traces), traced, part 0's budgets if set, no knee points."""
-    from ..p02 import PART as PART2
-
-    q = {**PART2.defaults, **{k: v for k, v in profile.for_part(PART2.name).items() if v is not None}}
+    q = part2_parameters(profile)
     # part 2's traced length (p02's trace_length): its trace_prompt_len, else its middle prompt length
     length = int(p["mixed_prompt_len"] or q["trace_prompt_len"] or sorted(q["prompt_lens"])[len(q["prompt_lens"]) // 2])
     budgets = p["mixed_budgets"] if p["mixed_budgets"] is not None else q["budgets"]
@@ -239,6 +255,42 @@ def mixed_points(p: dict, variant: str, preset: str, profile) -> list[PointPlan]
                            preset=preset, poll_metrics_s=float(p["poll_s"]),
                            workload=Workload(int(q["input_len"]), int(q["output_len"])),
                            params={**pt.params, "variant": variant, "preset": preset, "kind": kind}))
+    return out
+
+
+def chunk_points(p: dict, variant: str, preset: str, profile) -> list[PointPlan]:
+    """A long prompt alone on the idle server, traced (see DEFAULTS' chunk_*): one session per budget, on part 2's
+    server at that budget (its flags, max_model_len and a profiler folder of this part's, from part 2's trace point), named
+    `<variant>-b<budget>-p<length>`, kind "chunk". Its measured pass is a short burst of part 2's background after the
+    prompts (the sweep's pass; what the point is read for happens before it)."""
+    from dataclasses import replace
+
+    from ...run.inject import InjectSpec
+    from ...run.trace import solo_trace
+    from .. import injections
+    from ..p02 import PART as PART2
+
+    # part 2's server at each budget (its max_model_len from all its prompt lengths), its traced length
+    q = {**mixed_parameters(p, profile), "budgets": [int(b) for b in p["chunk_budgets"]],
+         "prompt_lens": part2_parameters(profile)["prompt_lens"]}
+    shim = replace(profile, model_preset=preset, name=f"{profile.name}/{NAME}/{variant}")
+    low, high = injections.token_range(preset)
+    out = []
+    for i, pt in enumerate(t for t in PART2.plan(q, shim, None, None) if t.params.get("kind") == "trace"):
+        config = json.loads(pt.serve_args[pt.serve_args.index("--profiler-config") + 1])
+        budget, length = int(pt.params["budget"]), int(pt.params["prompt_len"])
+        spec = InjectSpec(prompt_len=length, output_len=int(q["long_output_len"]), count=0, solo=int(p["chunk_solo"]),
+                          seed=int(p["chunk_seed"]) + i, token_low=low, token_high=high)
+        burst = PassSpec(num_prompts=4, request_rate=float(q["background_rate_rps"]), seed=int(p["chunk_seed"]) + i,
+                         detailed=False)
+        out.append(PointPlan(name=f"{variant}-{pt.session}-p{length:05d}", session=f"{variant}-{pt.session}",
+                             max_num_seqs=pt.max_num_seqs, serve_args=list(pt.serve_args), preset=preset,
+                             passes=[PassPlan("bench", "measured", burst,
+                                              side=solo_trace(spec, Path(config["torch_profiler_dir"])))],
+                             params={"variant": variant, "preset": preset, "kind": "chunk", "budget": budget,
+                                     "prompt_len": length, "solo": spec.solo, "max_model_len": pt.params["max_model_len"]},
+                             poll_metrics_s=float(p["poll_s"]),
+                             workload=Workload(int(q["input_len"]), int(q["output_len"]))))
     return out
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...measure.steady import window_rates  # noqa: F401 (the clients' table's; the part's name)
+from ...measure.tracewindow import chosen_window
 from ...model.kvcache import pool_flags
 from ...records.record import read_record
 from ...records.reference import gpu_datasheets, load_reference, reference_fact  # noqa: F401 (the step model's)
@@ -30,8 +32,7 @@ def _fmt(preset: str) -> str:
 def shape_bytes(preset: str, data_dir=None) -> dict:
     """What one decode step must move, from the shapes: the language model's weights (weightbytes), each
     sequence's recurrent state read and written (Gated DeltaNet layers), each token of context's K and V read."""
-    from ...model.modelshape import ModelShape
-    from ...model.modelshape import preset_decode_bytes
+    from ...model.modelshape import ModelShape, preset_decode_bytes
 
     shape = ModelShape.of(preset, data_dir)
     b = preset_decode_bytes(preset, _fmt(preset), data_dir)
@@ -132,7 +133,7 @@ def trace_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
             continue
         summary = json.loads(read_artefact(pt.path, "trace-summary.json"))
         shape = shape_bytes(pt.params["preset"], data_dir)
-        for w in summary.get("windows", []):
+        for w in [chosen_window(summary)] if summary.get("windows") else []:
             for sm in w.get("summaries", []):
                 kernels = sm.get("kernels") or {}
                 steps = trace_steps(kernels, shape)
@@ -179,32 +180,6 @@ def client_runs(pt) -> pd.DataFrame:
                      "output_tok_s": b.output_throughput, "ttft_p50_ms": b.ms("ttft", "p50"),
                      "itl_p50_ms": b.ms("itl", "p50")})
     return pd.DataFrame(rows, columns=CLIENT_COLUMNS)
-
-
-def window_rates(frame: pd.DataFrame, t0: float, t1: float) -> dict:
-    """The engine's counters (poller.poll_frame) over the polls inside [t0, t1] (epoch seconds): steps and generated
-    tokens per second between the first and the last of them, the step's period, the mean running batch, and the
-    output rate over each half of the polls (low and high: the window's own spread). NaN each where fewer than three
-    polls fall inside."""
-    f = frame[(frame["t"] >= t0) & (frame["t"] <= t1)].dropna(subset=["steps_total", "generation_tokens_total"])
-    out = dict.fromkeys(["window_s", "polls", "steps_per_s", "step_ms", "tok_s", "tok_s_lo", "tok_s_hi",
-                         "running_mean"], math.nan)
-    out["polls"] = len(f)
-    if len(f) < 3:
-        return out
-
-    def rate(a, b, col):
-        dt = float(b["t"] - a["t"])
-        return float(b[col] - a[col]) / dt if dt > 0 else math.nan
-
-    first, mid, last = f.iloc[0], f.iloc[len(f) // 2], f.iloc[-1]
-    halves = [rate(first, mid, "generation_tokens_total"), rate(mid, last, "generation_tokens_total")]
-    steps_per_s = rate(first, last, "steps_total")
-    out.update(window_s=float(last["t"] - first["t"]), steps_per_s=steps_per_s,
-               step_ms=1000 / steps_per_s if steps_per_s and steps_per_s > 0 else math.nan,
-               tok_s=rate(first, last, "generation_tokens_total"), tok_s_lo=min(halves), tok_s_hi=max(halves),
-               running_mean=float(f["running"].mean()))
-    return out
 
 
 CLIENTS_COLUMNS = ["rig", "point", "variant", "clients", "prompts", "cap", "window_s", "polls", "steps_per_s", "step_ms",

@@ -9,7 +9,6 @@ import tempfile
 from pathlib import Path
 
 from ...errors import UserError
-from ...model.modelshape import ModelShape
 from ...run.bench import PassSpec, Workload
 from ...run.inject import InjectSpec, injection
 from ...run.sweep import PassPlan, PointPlan
@@ -99,9 +98,7 @@ def session_args(p: dict, budget: int, rig: str = "rig") -> list[str]:
     return args
 
 
-def token_range(preset: str) -> tuple[int, int]:
-    """Ordinary token ids of the preset's vocabulary for the long prompts (special tokens sit at its top)."""
-    return 100, int(0.9 * ModelShape.of(preset).vocab_size)
+token_range = injections.token_range  # the long prompts' token ids (part 0's prompts alone draw the same)
 
 
 def check(p: dict) -> None:
