@@ -248,7 +248,7 @@ def test_chunk_step_is_set_against_the_same_budgets_chunk_step_alone():
     assert "Alone on the idle server at the same budget a chunk step took 190 ms" in note
     assert "the floor belongs to chunked prefill itself on this rig" in note
     assert "the step took 10.0 ms more than alone (16 steps there), against one decode step of 10.0 ms" in note
-    assert "candidate that needs a trace of a chunk alone" in note
+    assert "needs a trace of a chunk alone" in note
     # alone, a step costs about its share: no floor of chunked prefill's own is claimed
     inj.loc[inj["budget"] == 512, "solo_ttft_ms"] = 1005
     assert "floor belongs" not in p02.chunk_step_note(p02.chunk_step_table(inj), inj)

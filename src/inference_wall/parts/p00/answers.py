@@ -27,10 +27,12 @@ def _sweep(data_dir, rigs: list[str]) -> pd.DataFrame:
     return PART3.tables(data_dir, rigs)["sweep"]
 
 
-def _mixed(data_dir, rigs: list[str]) -> pd.DataFrame:
+def _mixed(data_dir, rigs: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Part 2's question: the mixed steps' table and the chunk steps alone (chunkalone)."""
+    from .chunkalone import chunk_table
     from .mixed import mixed_table
 
-    return mixed_table(data_dir, rigs)
+    return mixed_table(data_dir, rigs), chunk_table(data_dir, rigs)
 
 
 def part_answers(part: int | str, data_dir=None, rigs: list[str] | None = None) -> list[str]:
@@ -53,7 +55,8 @@ def part_answers(part: int | str, data_dir=None, rigs: list[str] | None = None) 
     out = []
     for rig in shown:
         view = rig_view(rig, tables, rig_parameters(rig, data_dir), data_dir)
-        for words in open_answers(view, extra.get("part3"), extra.get("mixed"), extra.get("part5", {}).get(rig)):
+        mixed, alone = extra.get("mixed", (None, None))
+        for words in open_answers(view, extra.get("part3"), mixed, extra.get("part5", {}).get(rig), alone):
             if f"(part {part})" in words.split("**")[1] if words.startswith("**") else False:
                 words = words.replace(f" (part {part}).**", ".**", 1)  # on the part's own page
                 out.append(words if len(shown) == 1 else f"*{rig}:* {words}")
@@ -223,7 +226,7 @@ def flood_gap(view: dict, part3: pd.DataFrame) -> pd.DataFrame:
 
 
 def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | None = None,
-                 part5: dict | None = None) -> list[str]:
+                 part5: dict | None = None, alone: pd.DataFrame | None = None) -> list[str]:
     """The parts' open questions that this rig's data answer, each with its numbers; the rest named as open."""
     out = []
     pts, main = view["points"], view["main"]
@@ -320,7 +323,9 @@ def open_answers(view: dict, part3: pd.DataFrame | None, mixed: pd.DataFrame | N
     out += nine_b_answers(view, part5)
     if mixed is not None and len(mixed):
         from .mixed import mixed_words
-        words = mixed_words(mixed, view["rig"]) if view["rig"] in set(mixed["rig"]) else []
+        from .chunkalone import chunk_words
+        told = chunk_words(alone, view["rig"]) if alone is not None else None
+        words = mixed_words(mixed, view["rig"], alone=told) if view["rig"] in set(mixed["rig"]) else []
         if words:
             out.append("**Why a step that carries a prefill chunk has a floor at small budgets (part 2).** "
                        + " ".join(words))

@@ -235,13 +235,15 @@ def _named(kernel) -> bool:
     return isinstance(kernel, str) and bool(kernel)
 
 
-def mixed_words(table: pd.DataFrame, rig: str | None = None, model: str | None = None) -> list[str]:
+def mixed_words(table: pd.DataFrame, rig: str | None = None, model: str | None = None,
+                alone: str | None = None) -> list[str]:
     """1-3 sentences for the page from the table alone (every number a cell of it, at most 3 significant figures):
     on `rig` (default: the first in the table by name) and `model` (default: the rig's first, part 2's where it
     has one; another model is named), the smallest traced budget against
     chunking off (or, without it, the largest budget): the window's GPU busy share and the profiler's lengthening;
     the recurrent-state (GDN) chunk kernels and the memory ops; the untraced chunk step against its share of the
-    prefill, with the traced kernel time per chunk step. Causes not measured are named as candidates."""
+    prefill, with the traced kernel time per chunk step, and `alone` (chunkalone.chunk_words: the chunk step traced
+    alone) after it where given. Causes not measured are named as candidates."""
     if table is None or not len(table):
         return []
     out = []
@@ -304,7 +306,7 @@ def mixed_words(table: pd.DataFrame, rig: str | None = None, model: str | None =
                       solo, small.prefill_share_ms, small.decode_itl_ms) else "")
                   + f", and the decodes riding along {'added' if riding >= 0 else 'took away'} {sig(abs(riding))} ms "
                   f"against one decode step of {sig(small.decode_itl_ms)} ms")
-        out.append(s + ".")
+        out.append(s + "." + (f" {alone}" if alone else ""))
     return out[:3]
 
 
@@ -313,11 +315,12 @@ def models_of(table: pd.DataFrame, rig: str) -> list[str]:
     return list(dict.fromkeys(table[table["rig"] == rig]["model"])) if len(table) else []
 
 
-def sum_words(table: pd.DataFrame, rig: str) -> str | None:
+def sum_words(table: pd.DataFrame, rig: str, alone: str | None = None) -> str | None:
     """Per model of `rig`, at its smallest traced budget: the untraced step that carried a chunk against the sum of the
     same budget's chunk step alone on the idle server (solo_chunk_step_ms) and a decode-only step of the same
     background (the background's gap between tokens on the same server), with the chunk step alone against its share
-    of the unchunked prefill (where the floor sits); None where no model has all three."""
+    of the unchunked prefill (where the floor sits); None where no model has all three. `alone`: what a trace of the
+    chunk step alone measured (chunkalone.chunk_words), else it is named as the run that would."""
     parts, floors = [], []
     for model in models_of(table, rig):
         t = table[(table["rig"] == rig) & (table["model"] == model)].dropna(subset=["chunk_step_ms", "sum_ms"])
@@ -337,7 +340,7 @@ def sum_words(table: pd.DataFrame, rig: str) -> str | None:
             "decode-only step of the same background (its gap between tokens): " + "; ".join(parts) + ".")
     if all(floors):
         said += (" The chunk step alone already sits above its share by more than a decode step: "
-                 f"{injections.FLOOR_IS_CHUNKED_PREFILL}, not to carrying decodes. What part of it the prefill kernels "
-                 "take is a candidate that needs a trace of a chunk alone (a device run): every profiler window here "
-                 "holds the background's decodes beside the chunks.")
+                 f"{injections.FLOOR_IS_CHUNKED_PREFILL}, not to carrying decodes. "
+                 + (alone or "What part of it the prefill kernels take is a candidate that needs a trace of a chunk "
+                    "alone (a device run): every profiler window here holds the background's decodes beside the chunks."))
     return said

@@ -279,7 +279,7 @@ def chunk_points(p: dict, variant: str, preset: str, profile) -> list[PointPlan]
     for i, pt in enumerate(t for t in PART2.plan(q, shim, None, None) if t.params.get("kind") == "trace"):
         config = json.loads(pt.serve_args[pt.serve_args.index("--profiler-config") + 1])
         budget, length = int(pt.params["budget"]), int(pt.params["prompt_len"])
-        spec = InjectSpec(prompt_len=length, output_len=int(q["long_output_len"]), count=0, solo=int(p["chunk_solo"]),
+        spec = InjectSpec(prompt_len=length, output_len=1, count=0, solo=int(p["chunk_solo"]),
                           seed=int(p["chunk_seed"]) + i, token_low=low, token_high=high)
         burst = PassSpec(num_prompts=4, request_rate=float(q["background_rate_rps"]), seed=int(p["chunk_seed"]) + i,
                          detailed=False)

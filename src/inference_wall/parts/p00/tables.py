@@ -249,6 +249,21 @@ def traced_window(pt) -> dict | None:
             "injections": injections.point_injections(pt)}
 
 
+def chunk_alone_reads(data_dir=None, rigs: list[str] | None = None) -> list[dict]:
+    """Per point of kind "chunk" (a long prompt alone, plan.chunk_points): the point, its solo window's trace summary
+    and kernel table (the raw trace's where kept, else the summary's), and its prompts (`solo` untraced,
+    `traced_solo`); a point whose solo window holds no trace is left out (chunkalone.py reads these)."""
+    out = []
+    for pt in [p for p in load_points(NAME, data_dir, rigs) if p.params.get("kind") == "chunk"]:
+        window = next((w for w in json.loads(read_artefact(pt.path, "trace-summary.json")).get("windows", [])
+                       if w["window"] == "solo" and w.get("summaries")), None)
+        if window is not None:
+            sm = window["summaries"][0]
+            out.append({"point": pt, "summary": sm, "kernels": _raw_kernels(pt, window, sm) or sm.get("kernels"),
+                        "prompts": json.loads(read_artefact(pt.path, "bench-inject.json"))})
+    return out
+
+
 def mixed_inputs(data_dir=None, rigs: list[str] | None = None) -> list[tuple[str, object, dict | None, pd.DataFrame]]:
     """Per traced point of mixed_sources, in their order: (source, the point, traced_window's read of it, the
     untraced injections of the same rig and model: injections.injections_of, one frame per rig and model)."""

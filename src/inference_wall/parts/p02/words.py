@@ -171,9 +171,9 @@ def chunk_step_note(steps: pd.DataFrame, injections: pd.DataFrame) -> str:
                 else "a chunk step costs about its share of the prompt, so the freeze shrinks with the budget.")
         line += (". " + said[0].upper() + said[1:]) if known else (": " + said)
         if known:
-            line += (" What part of the solo chunk step the recurrent-state (Gated DeltaNet) prefill kernels take is a "
-                     "candidate that needs a trace of a chunk alone (a device run): the profiler windows here hold the "
-                     "background's decodes beside every chunk.")
+            line += (" The profiler windows here hold the background's decodes beside every chunk, so they do not say "
+                     "what part of the solo chunk step the recurrent-state (Gated DeltaNet) prefill kernels take: that "
+                     "needs a trace of a chunk alone, which the chapter Inside a step gives where it ran on this rig.")
         lines.append(line)
     return " ".join(lines)
 
