@@ -265,3 +265,23 @@ def test_the_cpu_runs_put_part_zeros_mixed_steps_in_the_table_with_the_sum_besid
         assert r.chunk_steps == 1 if r.budget == p02.OFF else r.chunk_steps >= 16
     assert "on the tiny-dense at budget 64" in ms.sum_words(t, "cpu-tiny")
     assert p00.mixed_missing_words("cpu-tiny", t) is None
+
+
+def test_the_cpu_run_of_a_prompt_alone_splits_its_chunk_step_by_kernel_and_says_so():
+    """The committed cpu-tiny point of a long prompt alone (plan.chunk_points, trace.SoloTrace on the CPU build): the
+    untraced prompts after the first time the chunk step, the traced one's window gives the kernels per step."""
+    from inference_wall.parts.p00 import chunkalone
+
+    t = chunkalone.chunk_table(None, ["cpu-tiny"])
+    (r,) = t.itertuples()
+    assert r.point == "tiny-chunk-b00064-p01024" and r.steps == 1024 // 64 and r.untraced_prompts == 2
+    assert r.solo_chunk_step_ms == pytest.approx(r.solo_ttft_ms / r.steps)
+    assert r.profiler_ratio == pytest.approx(r.traced_ttft_ms / r.solo_ttft_ms) and r.busy_per_step_ms > 0
+    fams = sum(getattr(r, f"{k}_per_step_ms") for k in ms.FAMILY_KEYS.values())
+    assert fams == pytest.approx(r.busy_per_step_ms)  # every kernel placed in one family
+    words = chunkalone.chunk_words(t, "cpu-tiny")
+    assert "the 1,024-token prompt at budget 64, 16 steps" in words and "nan" not in words.lower()
+    assert "Gated DeltaNet" not in words  # the dense tiny model has no recurrent layers to name
+    assert chunkalone.chunk_words(t, "h200") is None
+    # where the floor is chunked prefill's own, the trace alone takes the place of the candidate
+    assert ms.sum_words(mixed_rows(), "r", words).endswith(words) and "candidate" not in ms.sum_words(mixed_rows(), "r", words)

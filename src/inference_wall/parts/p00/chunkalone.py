@@ -85,10 +85,13 @@ def chunk_words(table: pd.DataFrame, rig: str, model: str | None = None) -> str 
     said = (f"Traced alone on the idle server (the {int(r.prompt_len):,}-token prompt at budget {int(r.budget):,}, "
             f"{int(r.steps)} steps, no decode beside it), a chunk step took {sig(r.solo_chunk_step_ms)} ms untraced; "
             f"inside the profiler's window (which made the prompt {sig(r.profiler_ratio)}x as long) its kernels took "
-            f"{sig(r.busy_per_step_ms)} ms a step: the chunked Gated DeltaNet prefill's own kernels "
-            f"{sig(r.gdn_chunk_per_step_ms)} ms ({sig(r.gdn_chunk_pct)}% of the kernels")
-    if isinstance(r.top_gdn_kernel, str):
-        said += f", the longest {r.top_gdn_kernel} with {sig(r.top_gdn_ms_per_step)} ms"
-    said += (f"), the weight matmuls {sig(r.matmul_per_step_ms)} ms, attention {sig(r.attention_per_step_ms)} ms, "
-             f"memory ops {sig(r.memory_per_step_ms)} ms and the rest {sig(r.other_per_step_ms)} ms")
+            f"{sig(r.busy_per_step_ms)} ms a step: ")
+    if r.gdn_per_step_ms > 0:  # a model with recurrent layers (the dense ones have none)
+        said += (f"the chunked Gated DeltaNet prefill's own kernels {sig(r.gdn_chunk_per_step_ms)} ms "
+                 f"({sig(r.gdn_chunk_pct)}% of the kernels"
+                 + (f", the longest {r.top_gdn_kernel} with {sig(r.top_gdn_ms_per_step)} ms" if isinstance(
+                     r.top_gdn_kernel, str) else "")
+                 + f"), the rest of the recurrent-state family {sig(r.gdn_per_step_ms - r.gdn_chunk_per_step_ms)} ms, ")
+    said += (f"the weight matmuls {sig(r.matmul_per_step_ms)} ms, attention {sig(r.attention_per_step_ms)} ms, "
+             f"memory ops {sig(r.memory_per_step_ms)} ms and the rest {sig(r.other_per_step_ms + r.sampling_per_step_ms)} ms")
     return said + "."

@@ -67,8 +67,8 @@ def point_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     rows = []
     for pt in load_points(NAME, data_dir, rigs):
         p = pt.params
-        if p.get("kind") in MIXED_KINDS:  # part 2's passes on this part's models: mixed.py reads them
-            continue
+        if p.get("kind") in (*MIXED_KINDS, "chunk"):  # part 2's passes on this part's models: mixed.py and
+            continue  # chunkalone.py read them
         s = pass_summary(pt)
         w, window, top, no_window = _window(pt, int(p["batch"]))
         halves = w.halves_ms if w else ()
