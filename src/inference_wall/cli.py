@@ -298,8 +298,6 @@ def _notebook_parameters(request: RunRequest) -> dict:
 
 
 def _reproduce(request: RunRequest, output: Path | None, evidence: bool = True) -> int:
-    import papermill
-
     from .run.sweep import SweepReport
 
     notebook = REPO / "notebooks" / f"{request.part}.md"
@@ -308,21 +306,13 @@ def _reproduce(request: RunRequest, output: Path | None, evidence: bool = True) 
     report_path = out.with_name(out.name + ".report.json")  # the kernel writes the sweep's report here
     report_path.unlink(missing_ok=True)
     params = _notebook_parameters(replace(request, report_path=str(report_path)))
-    nb = _load_notebook(notebook)
-    with _page_files_beside(request.data_dir), _KernelSignals() as signals:
-        try:
-            signals.run(lambda: papermill.execute_notebook(
-                nb, str(out), parameters=params, cwd=str(notebook.parent), kernel_name="python3", progress_bar=False,
-                log_output=True, stdout_file=sys.stdout, stderr_file=sys.stderr))
-        except papermill.PapermillExecutionError as e:
-            if signals.received is None or e.ename != "KeyboardInterrupt":
-                raise UserError(f"notebook {notebook.name} failed in run mode: {e.ename}: "
-                                f"{e.evalue.splitlines()[0] if e.evalue else ''} (executed notebook: {out})")
-    if signals.received is not None:
-        name = signal.Signals(signals.received).name
+    received = _execute(notebook, out, params, request.data_dir, f"notebook {notebook.name} failed in run mode",
+                        log_output=True)
+    if received is not None:
+        name = signal.Signals(received).name
         print(f"interrupted by {name}: the servers are stopped, the point in flight is recorded as interrupted and "
               f"complete points are kept; rerun the same command to resume", file=sys.stderr)
-        return 128 + signals.received
+        return 128 + received
     print(f"executed notebook: {out}")
     try:
         report = SweepReport.from_dict(json.loads(report_path.read_text()))
@@ -338,24 +328,33 @@ def _render_evidence(request: RunRequest, folder: Path) -> int | None:
     run's rig, after the run: the tables and figures the part page links to, so that a re-run shows them too. Replay
     mode `reproduced`: it runs nothing and shows the rigs the run's page shows (the run's, and the published rig
     where the part has one). The signal that stopped it, if one did (the points are already kept)."""
-    import papermill
-
     notebook = REPO / "notebooks" / f"{request.part}-evidence.md"
     if not notebook.exists():
         return None
     out = folder / f"{request.part}-evidence-{request.rig}.ipynb"
     params = {"mode": "reproduced", "run_rig": request.rig, "data_dir": str(request.data_dir)}
-    with _page_files_beside(request.data_dir), _KernelSignals() as signals:
+    received = _execute(notebook, out, params, request.data_dir,
+                        f"the points are kept, but the evidence page {notebook.name} failed")
+    if received is None:
+        print(f"executed notebook: {out}")
+    return received
+
+
+def _execute(notebook: Path, out: Path, params: dict, data_dir: Path, failed: str, log_output: bool = False) -> int | None:
+    """A notebook executed by papermill under _KernelSignals, the page's files beside its data: the signal that
+    stopped it (None where none did); a cell's error other than that stop is a UserError opening with `failed`."""
+    import papermill
+
+    with _page_files_beside(data_dir), _KernelSignals() as signals:
         try:
             signals.run(lambda: papermill.execute_notebook(
                 _load_notebook(notebook), str(out), parameters=params, cwd=str(notebook.parent), kernel_name="python3",
-                progress_bar=False, log_output=False))
+                progress_bar=False, log_output=log_output,
+                **({"stdout_file": sys.stdout, "stderr_file": sys.stderr} if log_output else {})))
         except papermill.PapermillExecutionError as e:
             if signals.received is None or e.ename != "KeyboardInterrupt":
-                raise UserError(f"the points are kept, but the evidence page {notebook.name} failed: {e.ename}: "
-                                f"{e.evalue.splitlines()[0] if e.evalue else ''} (executed notebook: {out})")
-    if signals.received is None:
-        print(f"executed notebook: {out}")
+                raise UserError(f"{failed}: {e.ename}: {e.evalue.splitlines()[0] if e.evalue else ''} "
+                                f"(executed notebook: {out})")
     return signals.received
 
 
