@@ -374,9 +374,14 @@ def part2_freezes(rig: str, data_dir=None) -> pd.DataFrame:
     return injections.freeze_table(injections.injection_table(data_dir, [rig]))
 
 
+def frozen_name(gpu_key: str, model: str | None = None) -> str:
+    """A frozen prediction's path under the data dir: predict.py's `predictions/<gpu>.csv`, refit.py's `<gpu>-refit`."""
+    return f"predictions/{gpu_key}{'-' + model if model else ''}.csv"
+
+
 def frozen_predictions(gpu_key: str, data_dir=None, model: str | None = None) -> pd.DataFrame | None:
     """The frozen prediction of datasheet row `gpu_key`: predict.py's, refit.py's with `model="refit"`; else None."""
-    path = Path(data_dir or DATA_DIR) / "predictions" / (f"{gpu_key}-{model}.csv" if model else f"{gpu_key}.csv")
+    path = Path(data_dir or DATA_DIR) / frozen_name(gpu_key, model)
     return pd.read_csv(path, dtype={"model_commit": str}) if path.exists() else None
 
 

@@ -23,7 +23,7 @@ import math
 
 import pandas as pd
 
-from .tables import frozen_predictions as frozen, rig_datasheet, single_pass, start_report
+from .tables import frozen_name, frozen_predictions as frozen, rig_datasheet, single_pass, start_report
 
 FROZEN_NAME = "frozen before the first run"
 COLUMNS = ["rig", "gpu", "model", "quantity", "batch", "cap", "predicted", "measured", "error_pct", "unit",
@@ -228,12 +228,11 @@ def sentences(val: pd.DataFrame, frozen_rows: pd.DataFrame | None = None, model:
     out = []
     if frozen_rows is not None and len(frozen_rows):
         commit = str(frozen_rows["model_commit"].iloc[0])[:12]
-        name = f"{gpu}{'-' + model if model else ''}.csv"
         out.append((f"Before {rig}'s first run, the step model's prediction for the {gpu} datasheet row was frozen "
                     if not model else
                     f"After {rig}'s first runs, the refit's prediction of what the {rig} had not run yet (each row "
                     f"naming the run that would measure it) was frozen for the {gpu} datasheet row ")
-                   + f"(`data/predictions/{name}`, made by commit {commit} and never edited since): what follows is "
+                   + f"(`data/{frozen_name(gpu, model)}`, made by commit {commit} and never edited since): what follows is "
                    "that prediction against what the rig then measured, a test of the model on measurements it was "
                    "not fitted on.")
     four = val[val["model"] == "4B"]
@@ -363,4 +362,4 @@ def section(rig: str, data_dir=None, model: str | None = None) -> dict | None:
     key = rig_datasheet(rig, data_dir)
     return {"table": val, "shown": shown(val), "sentences": sentences(val, frozen(key, data_dir, model), model),
             "gpu": key,
-            "file": f"data/predictions/{key}{'-' + model if model else ''}.csv"}
+            "file": f"data/{frozen_name(key, model)}"}
