@@ -275,13 +275,25 @@ class DecodeWindowTrace:
             time.sleep(0.25)
         return sorted(p for p in self.trace_dir.glob("*.pt.trace.json*") if p.name not in before)
 
+    @staticmethod
+    def _load(src: Path, wait_s: float = 15.0) -> dict:
+        """A trace the workers may still be writing: read again every half second until it parses or `wait_s`."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return read_trace(src)
+            except (OSError, EOFError, ValueError):
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)
+
     def _read(self, entry: dict, files: list[Path]) -> None:
         from ..measure.tracewindow import prefill_steps
 
         entry["files"], entry["prefill_steps"] = [p.name for p in files], 0
         for src in files:
             try:
-                trace = read_trace(src)
+                trace = self._load(src)
             except (OSError, EOFError, ValueError) as e:
                 entry.setdefault("errors", []).append(f"{src.name}: {e}")
                 continue
