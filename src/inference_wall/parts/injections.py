@@ -43,8 +43,9 @@ def _steps(pt) -> pd.DataFrame:
     return derived("iterations", path, lambda: parse_iterations(read_text(path), path))
 
 
-def _ttft_ms(rec: dict) -> float:
-    return 1000 * (rec["token_times"][0] - rec["sent"]) if rec.get("token_times") else math.nan
+def ttft_ms(rec: dict | None) -> float:
+    """A streamed long prompt's time to its first token (run.inject's record), NaN without one."""
+    return 1000 * (rec["token_times"][0] - rec["sent"]) if rec and rec.get("token_times") else math.nan
 
 
 def point_injections(pt) -> pd.DataFrame:
@@ -64,12 +65,12 @@ def point_injections(pt) -> pd.DataFrame:
     measured_runs = runs[-len(recs):] if len(runs) >= len(recs) + n_solo else [[] for _ in recs]
     solo_runs = runs[-len(recs) - n_solo:-len(recs)] if len(runs) >= len(recs) + n_solo and n_solo else []
     bench_steps = steps.iloc[measured_runs[0][0]:measured_runs[-1][-1] + 1] if measured_runs and measured_runs[0] else steps
-    solo_ttft = [_ttft_ms(r) for r in inj["solo"]]
+    solo_ttft = [ttft_ms(r) for r in inj["solo"]]
     rows = []
     for k, rec in enumerate(recs):
         f = freeze.freeze_in_window(streams, rec["sent"], rec["token_times"][0], base_s)
         row = {"rig": pt.rig, "point": pt.name, "budget": int(pt.params["budget"]), "prompt_len": length,
-               "injection": k, "ttft_ms": _ttft_ms(rec), "baseline_itl_ms": 1000 * base_s,
+               "injection": k, "ttft_ms": ttft_ms(rec), "baseline_itl_ms": 1000 * base_s,
                "solo_ttft_ms": float(np.median(solo_ttft)) if solo_ttft else math.nan,
                "solo_ttft_min_ms": min(solo_ttft) if solo_ttft else math.nan,
                "solo_ttft_max_ms": max(solo_ttft) if solo_ttft else math.nan,

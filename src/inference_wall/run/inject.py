@@ -159,6 +159,11 @@ class Injection:
         except BaseException as e:  # noqa: BLE001 - reported by __exit__
             self._error = e
 
+    def _body(self) -> dict:
+        """What `<label>-inject.json` keeps besides the clock (a subclass adds its own)."""
+        return {"spec": asdict(self.spec), "main_run_at": self.main_run_at, "solo": self.solo,
+                "injections": self.injections}
+
     def _prelude(self) -> None:
         """Halfway to the first injection, with the background running (a subclass's hook)."""
 
@@ -179,9 +184,7 @@ class Injection:
             self._thread.join(timeout=None if exc_type is None else 5)
         self._stop.set()
         clock = {"perf_counter": time.perf_counter(), "time": time.time()}
-        body = {"spec": asdict(self.spec), "clock": clock, "main_run_at": self.main_run_at, "solo": self.solo,
-                "injections": self.injections}
-        self.path.write_text(json.dumps(body))
+        self.path.write_text(json.dumps({**self._body(), "clock": clock}))
         self.record = {"file": self.path.name, "prompt_len": self.spec.prompt_len, "solo": len(self.solo),
                        "injections": len(self.injections)}
         if exc_type is not None:

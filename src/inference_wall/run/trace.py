@@ -79,6 +79,21 @@ def summarise(trace: dict, top: int = 12) -> dict:
             "top_ms": sorted(names.items(), key=lambda kv: -kv[1])[:top]}
 
 
+def take_trace(entry: dict, src: Path, keep_as: Path, load=read_trace) -> dict | None:
+    """One trace file into its window's `entry`: its summary with its whole kernel table (`summaries`), the raw file
+    copied to `keep_as` when small (`kept`), or the reason it could not be read (`errors`); the trace, or None."""
+    try:
+        trace = load(src)
+    except (OSError, EOFError, ValueError) as e:  # a truncated or unreadable trace
+        entry.setdefault("errors", []).append(f"{src.name}: {e}")
+        return None
+    entry.setdefault("summaries", []).append({"file": src.name, **summarise(trace), "kernels": kernel_table(trace)})
+    if src.stat().st_size <= KEEP_RAW_BYTES:
+        shutil.copy(src, keep_as)
+        entry.setdefault("kept", []).append(src.name)
+    return trace
+
+
 class TracedInjection(Injection):
     """An Injection of one long prompt with the profiler on around it, and a decode-only window before it."""
 
@@ -130,17 +145,7 @@ class TracedInjection(Injection):
         for w in self.windows:
             entry = dict(w)
             for name in w["files"]:
-                src = self.trace_dir / name
-                try:
-                    raw = read_trace(src)
-                    entry.setdefault("summaries", []).append({"file": name, **summarise(raw),
-                                                              "kernels": kernel_table(raw)})
-                except (OSError, EOFError, ValueError) as e:  # a truncated or unreadable trace
-                    entry.setdefault("errors", []).append(f"{name}: {e}")
-                    continue
-                if src.stat().st_size <= KEEP_RAW_BYTES:
-                    shutil.copy(src, self.point_dir / f"trace-{w['window']}-{name}")
-                    entry.setdefault("kept", []).append(name)
+                take_trace(entry, self.trace_dir / name, self.point_dir / f"trace-{w['window']}-{name}")
             summary["windows"].append(entry)
         if not self.unsupported and not any(w.get("summaries") for w in summary["windows"]):
             summary["unsupported"] = "the profiler wrote no trace into " + str(self.trace_dir)
@@ -162,13 +167,13 @@ class SoloTrace(TracedInjection):
             raise UserError(f"the traced solo prompt ({self.spec.prompt_len} tokens) failed: {self.traced_solo['error']}")
         return self
 
+    traced_solo: dict | None = None
+
     def _prelude(self) -> None:
         pass
 
-    def __exit__(self, exc_type, exc, tb) -> None:
-        super().__exit__(exc_type, exc, tb)
-        body = json.loads(self.path.read_text())
-        self.path.write_text(json.dumps({**body, "traced_solo": getattr(self, "traced_solo", None)}))
+    def _body(self) -> dict:
+        return {**super()._body(), "traced_solo": self.traced_solo}
 
 
 def solo_trace(spec: InjectSpec, trace_dir: Path):
@@ -292,16 +297,8 @@ class DecodeWindowTrace:
 
         entry["files"], entry["prefill_steps"] = [p.name for p in files], 0
         for src in files:
-            try:
-                trace = self._load(src)
-            except (OSError, EOFError, ValueError) as e:
-                entry.setdefault("errors", []).append(f"{src.name}: {e}")
-                continue
-            entry["prefill_steps"] += prefill_steps(trace)
-            entry.setdefault("summaries", []).append({"file": src.name, **summarise(trace), "kernels": kernel_table(trace)})
-            if src.stat().st_size <= KEEP_RAW_BYTES:
-                shutil.copy(src, self.point_dir / f"trace-decode-{src.name}")
-                entry.setdefault("kept", []).append(src.name)
+            trace = take_trace(entry, src, self.point_dir / f"trace-decode-{src.name}", load=self._load)
+            entry["prefill_steps"] += prefill_steps(trace) if trace is not None else 0
 
     def _window(self) -> dict | None:
         files_before = {p.name for p in self.trace_dir.glob("*")} if self.trace_dir.exists() else set()

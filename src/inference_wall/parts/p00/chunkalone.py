@@ -24,6 +24,7 @@ import statistics
 
 import pandas as pd
 
+from ..injections import ttft_ms
 from .mixed import FAMILIES, FAMILY_KEYS, GDN_CHUNK, family_split, short_name
 from .families import step_family
 from .tables import chunk_alone_reads
@@ -40,18 +41,14 @@ PAGE_COLUMNS = ["model", "budget", "prompt_len", "steps", "solo_chunk_step_ms", 
                 "other_per_step_ms"]
 
 
-def _ttft_ms(rec: dict) -> float:
-    return 1000 * (rec["token_times"][0] - rec["sent"]) if rec and rec.get("token_times") else math.nan
-
-
 def chunk_row(read: dict) -> dict:
     """One point's row of COLUMNS from what tables.chunk_alone_reads read of it."""
     pt, prompts = read["point"], read["prompts"]
     budget, n = int(pt.params["budget"]), int(pt.params["prompt_len"])
     steps = math.ceil(n / budget)
-    untraced = [_ttft_ms(r) for r in prompts.get("solo", [])[1:] if not r.get("error")]
+    untraced = [ttft_ms(r) for r in prompts.get("solo", [])[1:] if not r.get("error")]
     solo = statistics.median(untraced) if untraced else math.nan
-    traced = _ttft_ms(prompts.get("traced_solo"))
+    traced = ttft_ms(prompts.get("traced_solo"))
     split = family_split(read["summary"], read["kernels"])
     fam, busy = split["families"], float(read["summary"]["busy_ms"])
     chunk = {name: ms for name, ms in split["known"].items()

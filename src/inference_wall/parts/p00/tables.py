@@ -225,7 +225,10 @@ def mixed_sources(data_dir=None, rigs: list[str] | None = None) -> list[tuple[st
 
 
 def _raw_kernels(pt, window: dict, summary: dict) -> dict | None:
-    """The kernel table of a window's raw trace where the point kept it, else None."""
+    """A window's whole kernel table: the summary's own (trace.take_trace), else its raw trace's where the point kept
+    it (points made before summaries held it), else None."""
+    if summary.get("kernels"):
+        return summary["kernels"]
     if summary.get("file") not in (window.get("kept") or []):
         return None
     try:
@@ -259,7 +262,7 @@ def chunk_alone_reads(data_dir=None, rigs: list[str] | None = None) -> list[dict
                        if w["window"] == "solo" and w.get("summaries")), None)
         if window is not None:
             sm = window["summaries"][0]
-            out.append({"point": pt, "summary": sm, "kernels": _raw_kernels(pt, window, sm) or sm.get("kernels"),
+            out.append({"point": pt, "summary": sm, "kernels": _raw_kernels(pt, window, sm),
                         "prompts": json.loads(read_artefact(pt.path, "bench-inject.json"))})
     return out
 

@@ -15,7 +15,7 @@ from ...records.store import bench_result, load_points, open_artefact, read_arte
 from ...schema import PARTS, PUBLISHED_RIG
 from .. import injections
 from ..injections import (  # noqa: F401 (part 2's names, read by the page before the wing)
-    INJECTION_COLUMNS, _async_by_session, _injections, _steps, _ttft_ms, by_config as _by_config, config_label,
+    INJECTION_COLUMNS, _async_by_session, _injections, _steps, ttft_ms as _ttft_ms, by_config as _by_config, config_label,
     freeze_table, injection_table, injections_of, matmul_params, measured_points, point_injections, steps_timed)
 from ..protocol import DATA_DIR, REFERENCE
 from .plan import A10G_BUDGET, DEFAULTS, NAME, OFF
