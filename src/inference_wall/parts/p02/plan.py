@@ -54,6 +54,8 @@ DEFAULTS = {
     "trace": False,  # one more point per configuration, last in its session: the torch profiler around one long prompt
     "trace_prompt_len": None,  # the traced prompt's length (default: the middle of prompt_lens)
     "trace_decode_s": 0.3,  # the decode-only window traced before it
+    "trace_first_after_s": None,  # when the traced prompt is due in its background (default: first_after_s); the
+    # traced pass's background lasts this, spacing_s and tail_s
     "peak_dense_tflops": None,  # the rig's peak dense fp16/bf16 FLOP/s, for the prefill roofline (set per rig profile)
     "peak_source": None,  # where that peak comes from (shown with it)
     # Back to part 1: part 1's server and workload at part 1's knee rate on the same rig, one server per budget
@@ -189,9 +191,10 @@ def trace_point(p: dict, profile, budget: int, rate: float, low: int, high: int,
     length = trace_length(p)
     warm = InjectSpec(prompt_len=length, output_len=p["long_output_len"], count=1, first_after_s=1.0,
                       seed=next(seeds), token_low=low, token_high=high)
-    traced = InjectSpec(prompt_len=length, output_len=p["long_output_len"], count=1, first_after_s=p["first_after_s"],
+    first = p["first_after_s"] if p["trace_first_after_s"] is None else float(p["trace_first_after_s"])
+    traced = InjectSpec(prompt_len=length, output_len=p["long_output_len"], count=1, first_after_s=first,
                         seed=next(seeds), token_low=low, token_high=high)
-    window_s = p["first_after_s"] + p["spacing_s"] + p["tail_s"]
+    window_s = first + p["spacing_s"] + p["tail_s"]
     passes = [
         PassPlan("warmup-mixed", "warmup", PassSpec(num_prompts=max(4, math.ceil(rate * p["warmup_background_s"])),
                                                     request_rate=rate, seed=50_000 + next(seeds), detailed=False),
