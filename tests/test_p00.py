@@ -459,6 +459,22 @@ def test_the_api_table_shows_the_second_servers_batches_and_names_a_pass_that_ne
     assert not t.astype(str).apply(lambda c: c.str.contains("nan", case=False)).any().any()
 
 
+def test_a_batch_one_api_server_did_not_run_is_not_called_never_held():
+    """The h100 ran the two-API-server 0.5B at 512 and the one-API-server 0.5B not at all there (session 23): the
+    table said "never held" and the words "with one API server the passes at 512, 1,024 never held it"."""
+    pts = pd.DataFrame([{"rig": "r", "variant": v, "kind": "decode", "sampling": "server", "batch": b, "step_ms": s,
+                         "running_max_pass": run, "after_trace": False}
+                        for v, b, s, run in [("0.5b", 256, 16.0, 256), ("0.5b-api2", 256, 3.5, 256),
+                                             ("0.5b-api2", 512, 5.7, 512), ("0.5b", 1024, float("nan"), 800),
+                                             ("0.5b-api2", 1024, 24.0, 1024)]])
+    api = p00.api_servers(pts, "r", p00.DEFAULT_VARIANTS)
+    t = p00.api_table(api).set_index("Batch")["step, one API server (ms)"]
+    assert t["512"] == "not run" and t["1,024"] == "never held" and t["256"] == p00._n(16.0)
+    words = p00.api_words({"api": api})
+    assert "with one API server the passes at 1,024 never held it" in words, words
+    assert "one API server did not run 512" in words and "512, 1,024 never held" not in words
+
+
 def test_a_pass_without_a_decode_window_says_why():
     """A closed loop that holds its batch while stepping for fewer intervals than a window needs (one short request:
     its prefill's interval, two of pure decode, then its end): no window, and the words name the intervals that

@@ -106,12 +106,15 @@ def api_servers(points: pd.DataFrame, rig: str, variants: dict) -> pd.DataFrame:
 
 
 def api_table(api: pd.DataFrame) -> pd.DataFrame:
-    """api_servers' rows as the page shows them: the batches the server with more API servers ran, each step a number
-    or 'never held' (the pass ran and never held its batch long enough to time), headed for a reader."""
+    """api_servers' rows as the page shows them: the batches the server with more API servers ran, each step a number,
+    'never held' (the pass ran and never held its batch long enough to time) or 'not run' (no such pass on the rig),
+    headed for a reader."""
     rows = api.dropna(subset=["running_more"])
     out = pd.DataFrame({"Batch": rows["batch"].astype(int).map("{:,}".format)})
-    for col, head in (("step_one_ms", "step, one API server (ms)"), ("step_more_ms", "step, more API servers (ms)")):
-        out[head] = [_n(x) if known_number(x) else "never held" for x in rows[col]]
+    for col, ran, head in (("step_one_ms", "running_one", "step, one API server (ms)"),
+                           ("step_more_ms", "running_more", "step, more API servers (ms)")):
+        out[head] = [_n(x) if known_number(x) else "never held" if known_number(r) else "not run"
+                     for x, r in zip(rows[col], rows[ran])]
     out["most running, one"] = [f"{x:,.0f}" if known_number(x) else MISSING for x in rows["running_one"]]
     out["most running, more"] = [f"{x:,.0f}" for x in rows["running_more"]]
     return out.reset_index(drop=True)

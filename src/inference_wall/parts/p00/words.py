@@ -191,7 +191,8 @@ def api_words(view: dict, name_untimed: bool = True) -> str | None:
         return None
     count = api["api_servers"].iloc[0]
     held = api.dropna(subset=["step_more_ms"])
-    only = held[held["step_one_ms"].isna()]
+    only = held[held["step_one_ms"].isna() & held["running_one"].notna()]  # one API server ran there, never held
+    unrun = held[held["running_one"].isna()]
     both = held.dropna(subset=["step_one_ms"])
     words = (f"With {count} API servers in front of the same engine the passes held their batch at "
              + ", ".join(f"{int(r.batch):,}" for r in held.itertuples()) + " (steps of "
@@ -199,6 +200,8 @@ def api_words(view: dict, name_untimed: bool = True) -> str | None:
     if len(only) and name_untimed:
         words += ("; with one API server the passes at " + ", ".join(f"{int(b):,}" for b in only["batch"])
                   + " never held it long enough to time")
+    if len(unrun):
+        words += "; one API server did not run " + ", ".join(f"{int(b):,}" for b in unrun["batch"])
     if len(both):
         words += ("; where both timed a step, one API server's was " + ", ".join(
             f"{_n(r.step_one_ms)} against {_n(r.step_more_ms)} ms at {int(r.batch):,}" for r in both.itertuples()))
