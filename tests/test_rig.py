@@ -32,6 +32,8 @@ def test_the_emulation_keys_are_known(tmp_path):
     ({"does_not_emulate": "bandwidth"}, "['does_not_emulate']"),
     ({"overrides": {"03-batching-cliff": [1, 4]}}, "['overrides']['03-batching-cliff']"),
     ({"serve_arg": []}, "unknown keys ['serve_arg']"),
+    ({"part_env": {"09-nowhere": {"A": "1"}}}, "part_env: unknown part(s) ['09-nowhere']"),
+    ({"part_env": {"03-batching-cliff": {"A": 1}}}, "['part_env']['03-batching-cliff']['A']: 1 is not of type"),
     ([1, 2], "is not of type 'object'"),
 ])
 def test_a_bad_profile_is_one_line_naming_the_file_and_key(tmp_path, raw, needle):
@@ -89,3 +91,34 @@ def test_the_capture_names_the_host_cpu_model(tmp_path):
     info.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480C\n")
     assert cpu_model(str(info)) == "Intel(R) Xeon(R) Platinum 8480C"
     assert cpu_model(str(tmp_path / "absent")) is None
+
+
+def test_a_parts_environment_reaches_that_parts_servers_and_the_identity_check_and_no_other_part(tmp_path):
+    """part_env adds to env for one part's runs: its dry-run command lines, and the settings its points are checked
+    against (a point made without the variable is made otherwise), while another part's servers never see it."""
+    import shutil
+
+    from inference_wall import parts
+    from inference_wall.run.rig import rigs_overview
+    from inference_wall.run.sweep import changed_points
+    from inference_wall.schema import REPO
+
+    data = REPO / "data"
+    (tmp_path / "rigs").mkdir()
+    raw = json.loads((data / "rigs" / "cpu-tiny.json").read_text())
+    raw["part_env"] = {"03-batching-cliff": {"IW_PART_ONLY": "three"}}
+    (tmp_path / "rigs" / "cpu-tiny.json").write_text(json.dumps(raw))
+    shutil.copytree(data / "models", tmp_path / "models")
+    shutil.copytree(data / "runs" / "03-batching-cliff" / "cpu-tiny", tmp_path / "runs" / "03-batching-cliff" / "cpu-tiny")
+    three = "\n".join(parts.dry_run(3, "cpu-tiny", tmp_path, points=["mns-001"]))
+    one = "\n".join(parts.dry_run(1, "cpu-tiny", tmp_path, points=["single"]))
+    assert "IW_PART_ONLY=three" in three and "IW_PART_ONLY" not in one
+    profile = load_profile("cpu-tiny", tmp_path)
+    assert profile.for_run("03-batching-cliff").env["IW_PART_ONLY"] == "three"
+    assert "IW_PART_ONLY" not in profile.for_run("01-hit-the-wall").env and "IW_PART_ONLY" not in profile.env
+    params = parts.parameters(3, "cpu-tiny", tmp_path)
+    made = changed_points(parts.plan(3, "cpu-tiny", tmp_path), tmp_path / "runs" / "03-batching-cliff" / "cpu-tiny",
+                          parts.settings_source(profile.for_run("03-batching-cliff"), params))
+    assert set(made) == {"mns-001", "mns-004"} and all("IW_PART_ONLY" in " ".join(d) for d in made.values()), made
+    (row,) = [r for r in rigs_overview(tmp_path) if r["rig"] == "cpu-tiny"]
+    assert "(part 03: IW_PART_ONLY=three)" in row["env"]

@@ -170,7 +170,7 @@ def test_every_committed_point_counts_as_complete_for_its_own_plan():
             if not rig_dir(part, rig).is_dir():
                 continue
             params = parts.parameters(part, rig)
-            src = SettingsSource(parts.SERVE_ARGS, parts.SERVER_ENV, load_profile(rig),
+            src = SettingsSource(parts.SERVE_ARGS, parts.SERVER_ENV, load_profile(rig).for_run(part),
                                  Workload(params["input_len"], params["output_len"]))
             plans = parts.plan(part, rig)
             assert changed_points(plans, rig_dir(part, rig), src) == {}, (part, rig)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..run.rig import load_profile, shown as shown_profile
+from ..records.store import part_name
 from ..schema import PUBLISHED_RIG
 from ..words import MISSING
 
@@ -83,7 +84,8 @@ def _repeated(profile, data_dir: Path | None):
 
 def _bullet(rig: str, data_dir: Path | None, part, series_vllm: str) -> tuple[str, list[str]]:
     """(the rig's bullet, its notes to fold away)."""
-    profile = shown_profile(load_profile(rig, data_dir))
+    profile = load_profile(rig, data_dir)
+    profile = shown_profile(profile.for_run(part_name(part)) if part is not None else profile)
     runs = recorded(rig, data_dir, part)
     if not profile.has_profile:
         head = f"**{rig}**: no profile in data/rigs: a stock `vllm serve`, no extra flags or environment."

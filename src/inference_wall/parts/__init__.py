@@ -63,7 +63,7 @@ def dry_run(part, rig: str, data_dir: Path | None = None, overrides: dict | None
     from ..records.store import is_complete
 
     mod = module(part)
-    profile = load_profile(rig, data_dir)
+    profile = load_profile(rig, data_dir).for_run(mod.NAME)
     params = _parameters(mod.PART, profile, overrides)
     plans = _plan(mod, params, profile, data_dir)
     folder = rig_dir(mod.NAME, rig, data_dir)

@@ -103,7 +103,7 @@ class PlannedRun:
 def planned(request: "RunRequest", profile: RigProfile | None = None) -> PlannedRun:
     """The plan of `request` (its rig's `profile`, loaded here when not given)."""
     mod = module(request.part)
-    profile = profile or load_profile(request.rig, request.data_dir)
+    profile = (profile or load_profile(request.rig, request.data_dir)).for_run(mod.NAME)
     if request.model_source:
         if request.model_source not in MODEL_SOURCES:
             raise UserError(f"unknown model source {request.model_source!r}; valid: {', '.join(MODEL_SOURCES)}")

@@ -25,6 +25,7 @@ class RigProfile:
     description: str = ""
     serve_args: list[str] = field(default_factory=list)  # extra `vllm serve` flags
     env: dict[str, str] = field(default_factory=dict)  # extra environment for server and client
+    part_env: dict[str, dict[str, str]] = field(default_factory=dict)  # part folder -> environment added to env
     notes: list[str] = field(default_factory=list)  # every deviation from a stock server, in words
     model_preset: str = "qwen3.5-4b"
     model_source: str = "dummy"
@@ -40,6 +41,12 @@ class RigProfile:
     def for_part(self, part_name: str) -> dict:
         return dict(self.overrides.get(part_name, {}))
 
+    def for_run(self, part_name: str) -> RigProfile:
+        """The profile a run of part `part_name` uses: `env` with that part's `part_env` added (later wins)."""
+        from dataclasses import replace
+
+        return replace(self, env={**self.env, **self.part_env.get(part_name, {})})
+
 
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 # data/rigs/<rig>.json: every key optional, no other key allowed (a typo fails loudly, in one line).
@@ -53,6 +60,10 @@ PROFILE_SCHEMA = {
         "serve_args": {**_STRINGS, "description": "extra `vllm serve` flags, after the series' own (later flags win)"},
         "env": {"type": "object", "additionalProperties": {"type": "string"},
                 "description": "extra environment for the server and the benchmark client"},
+        "part_env": {"type": "object",
+                     "additionalProperties": {"type": "object", "additionalProperties": {"type": "string"}},
+                     "description": "per part folder, environment added to env for that part's servers and client "
+                                    "(a variable that would make another part's committed points made otherwise)"},
         "notes": {**_STRINGS, "description": "every deviation from a stock server, in words (shown on this page)"},
         "model_preset": {"type": "string", "minLength": 1,
                          "description": "the model's shapes, a folder of data/models (default qwen3.5-4b)"},
@@ -92,13 +103,15 @@ def profile_error(raw) -> str | None:
     return f"{where or 'the profile'}: {error.message}"
 
 
-def _overrides_error(overrides: dict) -> str | None:
-    """Overrides for a part that does not exist would be ignored, and the run would record the defaults."""
+def _unknown_parts_error(raw: dict) -> str | None:
+    """Overrides (or a part's environment) for a part that does not exist would be ignored, and the run would
+    record the defaults."""
     from ..schema import PARTS
 
-    unknown = sorted(set(overrides) - set(PARTS.values()))
-    if unknown:
-        return f"overrides: unknown part(s) {unknown}; parts are named by their folders: {', '.join(PARTS.values())}"
+    for key in ("overrides", "part_env"):
+        unknown = sorted(set(raw.get(key) or {}) - set(PARTS.values()))
+        if unknown:
+            return f"{key}: unknown part(s) {unknown}; parts are named by their folders: {', '.join(PARTS.values())}"
     return None
 
 
@@ -111,7 +124,7 @@ def load_profile(rig: str, data_dir: Path | None = None) -> RigProfile:
         raw = json.loads(path.read_text())
     except ValueError as e:
         raise UserError(f"{path}: not valid JSON ({e})")
-    problem = profile_error(raw) or _overrides_error(raw.get("overrides") or {})
+    problem = profile_error(raw) or _unknown_parts_error(raw)
     if problem:
         raise UserError(f"{path}: {problem}")
     raw.pop("name", None)
@@ -125,13 +138,16 @@ def shown(profile: RigProfile) -> RigProfile:
 
     secrets = profile_secrets(profile)
     words = {f.name: getattr(profile, f.name) for f in fields(profile) if f.name not in ("name", "has_profile")}
-    return replace(profile, **redact_record({**words, "env": redact_env(profile.env)}, secrets))
+    return replace(profile, **redact_record({**words, "env": redact_env(profile.env),
+                                             "part_env": {k: redact_env(v) for k, v in profile.part_env.items()}},
+                                            secrets))
 
 
 def profile_secrets(profile: RigProfile) -> set[str]:
     """The secret values a profile holds: its secret-named variables' and flags', and those of its parts' nested
-    parameters (part 6's config_args and config_env)."""
-    return secret_values(profile.env, profile.serve_args) | record_secret_values(profile.overrides)
+    parameters (part 6's config_args and config_env), and its parts' environments."""
+    return (secret_values(profile.env, profile.serve_args) | record_secret_values(profile.overrides)
+            | record_secret_values(profile.part_env))
 
 
 def known_profiles(data_dir: Path | None = None) -> list[str]:
@@ -277,7 +293,9 @@ def rigs_overview(data_dir: Path | None = None) -> list[dict]:
             "hbm_bandwidth_gb_s": bw[len(bw) // 2] if bw else None,
             "parts": ", ".join(sorted(rec.get("parts", []))) or "none yet",
             "serve_args": " ".join(profile.serve_args) or "(stock)",
-            "env": " ".join(f"{k}={v}" for k, v in profile.env.items()) or "(stock)",
+            "env": " ".join([" ".join(f"{k}={v}" for k, v in profile.env.items()) or "(stock)",
+                             *(f"(part {p[:2]}: {' '.join(f'{k}={v}' for k, v in e.items())})"
+                               for p, e in profile.part_env.items())]),
             "notes": profile.notes, "model": f"{profile.model_preset} ({profile.model_source})",
             "serve_command": rec.get("serve_command"), "repeat_of": profile.repeat_of,
         })
