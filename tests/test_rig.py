@@ -106,13 +106,14 @@ def test_a_parts_environment_reaches_that_parts_servers_and_the_identity_check_a
     data = REPO / "data"
     (tmp_path / "rigs").mkdir()
     raw = json.loads((data / "rigs" / "cpu-tiny.json").read_text())
-    raw["part_env"] = {"03-batching-cliff": {"IW_PART_ONLY": "three"}}
+    raw["part_env"] = {"03-batching-cliff": {"IW_PART_ONLY": "three"}, "04-kv-starvation": {"IW_B": "1"},
+                       "01-hit-the-wall": {"IW_B": "1"}}
     (tmp_path / "rigs" / "cpu-tiny.json").write_text(json.dumps(raw))
     shutil.copytree(data / "models", tmp_path / "models")
     shutil.copytree(data / "runs" / "03-batching-cliff" / "cpu-tiny", tmp_path / "runs" / "03-batching-cliff" / "cpu-tiny")
     three = "\n".join(parts.dry_run(3, "cpu-tiny", tmp_path, points=["mns-001"]))
     one = "\n".join(parts.dry_run(1, "cpu-tiny", tmp_path, points=["single"]))
-    assert "IW_PART_ONLY=three" in three and "IW_PART_ONLY" not in one
+    assert "IW_PART_ONLY=three" in three and "IW_PART_ONLY" not in one and "IW_B=1" in one
     profile = load_profile("cpu-tiny", tmp_path)
     assert profile.for_run("03-batching-cliff").env["IW_PART_ONLY"] == "three"
     assert "IW_PART_ONLY" not in profile.for_run("01-hit-the-wall").env and "IW_PART_ONLY" not in profile.env
@@ -121,4 +122,4 @@ def test_a_parts_environment_reaches_that_parts_servers_and_the_identity_check_a
                           parts.settings_source(profile.for_run("03-batching-cliff"), params))
     assert set(made) == {"mns-001", "mns-004"} and all("IW_PART_ONLY" in " ".join(d) for d in made.values()), made
     (row,) = [r for r in rigs_overview(tmp_path) if r["rig"] == "cpu-tiny"]
-    assert "(part 03: IW_PART_ONLY=three)" in row["env"]
+    assert row["env"].endswith("(parts 01, 04: IW_B=1) (part 03: IW_PART_ONLY=three)"), row["env"]

@@ -294,12 +294,19 @@ def rigs_overview(data_dir: Path | None = None) -> list[dict]:
             "parts": ", ".join(sorted(rec.get("parts", []))) or "none yet",
             "serve_args": " ".join(profile.serve_args) or "(stock)",
             "env": " ".join([" ".join(f"{k}={v}" for k, v in profile.env.items()) or "(stock)",
-                             *(f"(part {p[:2]}: {' '.join(f'{k}={v}' for k, v in e.items())})"
-                               for p, e in profile.part_env.items())]),
+                             *_part_env_words(profile.part_env)]),
             "notes": profile.notes, "model": f"{profile.model_preset} ({profile.model_source})",
             "serve_command": rec.get("serve_command"), "repeat_of": profile.repeat_of,
         })
     return redact_record(rows)  # a recorded command line too: every line the rigs page shows, redacted alike
+
+
+def _part_env_words(part_env: dict[str, dict[str, str]]) -> list[str]:
+    """A profile's part_env in words, the parts that share one environment together: '(parts 00, 01: A=1)'."""
+    groups: dict[str, list[str]] = {}
+    for part, env in sorted(part_env.items()):
+        groups.setdefault(" ".join(f"{k}={v}" for k, v in env.items()), []).append(part[:2])
+    return [f"({'part' if len(ps) == 1 else 'parts'} {', '.join(ps)}: {words})" for words, ps in groups.items()]
 
 
 def run_to_run(data_dir: Path | None = None):
