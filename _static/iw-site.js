@@ -209,6 +209,11 @@
     return g ? g.getBoundingClientRect().width : 0;
   }
 
+  function drawnHeight(el) {
+    var g = el.querySelector("svg.marks, canvas.marks, svg, canvas");
+    return g ? g.getBoundingClientRect().height : 0;
+  }
+
   function room(el) {
     var parent = el.parentElement || el;
     return Math.max(120, parent.clientWidth - 4);
@@ -217,8 +222,12 @@
   // Draw `spec`; while it is wider than its column, try, in order: its panels wrapped into rows of as many
   // columns as could fit, narrowed if need be but not below WIDE_PANEL; then fewer columns; then one column
   // compacted (compact: legends stacked, long text in lines) and its panels narrowed down to MIN_PANEL. The
-  // narrowest drawing that fits wins; if none fits, the narrowest is kept and scaled down by CSS.
+  // narrowest drawing that fits wins; if none fits, the narrowest is kept and scaled down by CSS. On a phone, a
+  // drawing that fits but stands taller than TALL_SCREENS screens (five panels of a rig each, stacked) is tried
+  // again in two columns of panels narrowed down to TWO_PANEL, and that drawing wins if it fits and is shorter.
   var WIDE_PANEL = 220;
+  var TALL_SCREENS = 1.3;
+  var TWO_PANEL = 90;  // px: the narrowest panel of a phone's two columns
 
   function fit(embed, el, spec, opt) {
     var avail = room(el);
@@ -258,10 +267,32 @@
       return tryDraw(t).then(function (nw) { return narrowing(t, nw, times - 1, floor); });
     }
 
+    var triedTwo = false;
+
+    // one column too tall on a phone: two columns, compacted, narrowed to fit; kept if it fits and is shorter
+    function twoColumns() {
+      triedTwo = true;
+      var one = best, oneHigh = drawnHeight(el);
+      var s = clone(spec);
+      if (!wrap(s, 2)) return finish();
+      compact(s, avail / 2);
+      shorten(s, Math.max(MIN_HEIGHT, Math.round(avail / 2)));
+      return tryDraw(s).then(function (w) {
+        return narrowing(s, w, 3, TWO_PANEL);
+      }).then(function (w) {
+        var two = lastDrawn;
+        if (w <= avail && drawnHeight(el) < oneHigh) best = { spec: two, width: w };
+        else best = one;
+        return finish();
+      });
+    }
+
     function finish() {
       var fits = best.width <= avail;
       var redraw = lastDrawn === best.spec ? Promise.resolve() : draw(best.spec);
       return redraw.then(function () {
+        var screen = window.innerHeight || 0;
+        if (fits && !triedTwo && avail < 600 && screen && drawnHeight(el) > TALL_SCREENS * screen) return twoColumns();
         if (!fits) el.classList.add("iw-scaled");
         el.dataset.iwFit = fits ? (best.spec === spec ? "as-is" : "fitted") : "scaled";
         return current;
