@@ -240,3 +240,23 @@ def test_a_sweep_point_records_gpu_samples(tmp_path, monkeypatch):
     (pdir / name).write_bytes(lzma.compress(b"tampered"))
     with pytest.raises(store.CorruptArtefact):
         gpuclocks.point_samples(pt)
+
+
+def test_the_clock_table_groups_each_kind_of_point_from_its_own_samples():
+    """Part 1's clock table: one row per rig and kind of point, each the points' own GPU samples (gpuclocks) folded
+    together: the lowest clock the lowest of theirs, the share at the power cap the mean of theirs."""
+    from inference_wall.parts import p01
+    from inference_wall.records.gpuclocks import point_summary
+    from inference_wall.records.store import load_points
+
+    table = p01.clock_table()
+    assert len(table) and set(table["points"]) <= set(p01.CLOCK_KINDS.values())
+    assert not table.duplicated(["rig", "points"]).any() and (table["sampled"] >= 1).all()
+    for row in table.itertuples():
+        kinds = {k for k, v in p01.CLOCK_KINDS.items() if v == row.points}
+        own = [s for s in (point_summary(pt) for pt in load_points(p01.NAME, None, [row.rig])
+                           if pt.params.get("kind") in kinds) if s]
+        assert len(own) == row.sampled
+        assert row.sm_mhz_min == min(s["sm_mhz_min"] for s in own)
+        assert row.sw_power_cap_pct == pytest.approx(100 * sum(s["sw_power_cap_share"] for s in own) / len(own))
+    assert p01.clock_table(None, ["a10g-published"]).empty  # the published rig kept no samples

@@ -48,6 +48,33 @@ def rate_table(data_dir=None, rigs: list[str] | None = None, loaded: dict | None
     return table.sort_values(["rig", "offered_rate_rps"]).reset_index(drop=True)
 
 
+CLOCK_KINDS = {"single": "single stream", "cold-warm": "cold and warm", "decode": "decode batches",
+               "rate": "rates and flood"}
+
+
+def clock_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
+    """What the GPU ran at during each kind of point, per rig (records.gpuclocks: nvidia-smi once a second in each
+    point's passes): the points, how many kept samples, the lowest and the median busy SM clock, the most power
+    drawn, and the share of busy samples at the software power cap. Rigs none of whose points kept samples are left
+    out (the published rig, CPU rigs)."""
+    from ...records.gpuclocks import points_table
+
+    cols = ["rig", "points", "sampled", "sm_mhz_min", "sm_mhz_median", "power_w_max", "sw_power_cap_pct"]
+    pts = list(load_points(NAME, data_dir, rigs))
+    kind = {(pt.rig, pt.name): CLOCK_KINDS.get(pt.params.get("kind"), pt.params.get("kind")) for pt in pts}
+    t = points_table(pts)
+    if not len(t):
+        return pd.DataFrame(columns=cols)
+    t["points"] = [kind[(r.rig, r.point)] for r in t.itertuples()]
+    out = t.groupby(["rig", "points"], sort=False).agg(
+        sampled=("point", "count"), sm_mhz_min=("sm_mhz_min", "min"), sm_mhz_median=("sm_mhz_median", "median"),
+        power_w_max=("power_w_max", "max"), sw_power_cap_pct=("sw_power_cap_share", lambda x: 100 * x.mean())
+    ).reset_index()
+    order = {k: i for i, k in enumerate(CLOCK_KINDS.values())}
+    return out.sort_values(["rig", "points"], key=lambda c: c.map(order) if c.name == "points" else c,
+                           ignore_index=True)[cols]
+
+
 def _facts(data_dir=None) -> dict:
     f = load_reference(1, data_dir)["facts"]
     return dict(zip(f["key"], f["value"]))
