@@ -282,3 +282,12 @@ def points_table(points) -> pd.DataFrame:
     rows = [r for r in (point_summary(pt) for pt in points) if r]
     return pd.DataFrame(rows, columns=["rig", "point", "samples", "busy_samples", "gpus", "sm_mhz_median", "sm_mhz_min",
                                        "power_w_max", "temp_c_max", "sw_power_cap_share", "hw_slowdown_share"])
+
+
+def fold(table: pd.DataFrame, by: list[str], sort: bool = True) -> pd.DataFrame:
+    """points_table rows folded per group of `by`: how many points kept samples (sampled), the lowest and the median
+    busy SM clock, the most power drawn, and the mean share of busy samples at the software power cap, in percent."""
+    return table.groupby(by, sort=sort).agg(
+        sampled=("point", "count"), sm_mhz_min=("sm_mhz_min", "min"), sm_mhz_median=("sm_mhz_median", "median"),
+        power_w_max=("power_w_max", "max"), sw_power_cap_pct=("sw_power_cap_share", lambda x: 100 * x.mean())
+    ).reset_index()

@@ -57,7 +57,7 @@ def clock_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     point's passes): the points, how many kept samples, the lowest and the median busy SM clock, the most power
     drawn, and the share of busy samples at the software power cap. Rigs none of whose points kept samples are left
     out (the published rig, CPU rigs)."""
-    from ...records.gpuclocks import points_table
+    from ...records.gpuclocks import fold, points_table
 
     cols = ["rig", "points", "sampled", "sm_mhz_min", "sm_mhz_median", "power_w_max", "sw_power_cap_pct"]
     pts = list(load_points(NAME, data_dir, rigs))
@@ -66,10 +66,7 @@ def clock_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     if not len(t):
         return pd.DataFrame(columns=cols)
     t["points"] = [kind[(r.rig, r.point)] for r in t.itertuples()]
-    out = t.groupby(["rig", "points"], sort=False).agg(
-        sampled=("point", "count"), sm_mhz_min=("sm_mhz_min", "min"), sm_mhz_median=("sm_mhz_median", "median"),
-        power_w_max=("power_w_max", "max"), sw_power_cap_pct=("sw_power_cap_share", lambda x: 100 * x.mean())
-    ).reset_index()
+    out = fold(t, ["rig", "points"], sort=False)
     order = {k: i for i, k in enumerate(CLOCK_KINDS.values())}
     return out.sort_values(["rig", "points"], key=lambda c: c.map(order) if c.name == "points" else c,
                            ignore_index=True)[cols]

@@ -164,7 +164,7 @@ def clock_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     once a second by nvidia-smi during its passes): the lowest and the median busy SM clock over its points, the most
     power drawn, and the share of busy samples at the software power cap. Bigger chunks draw more power; a freeze
     measured at lower clocks is a longer one."""
-    from ...records.gpuclocks import points_table
+    from ...records.gpuclocks import fold, points_table
 
     pts = measured_points(data_dir, rigs)
     budget = {(pt.rig, pt.name): int(pt.params["budget"]) for pt in pts}
@@ -173,10 +173,7 @@ def clock_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     if not len(t):
         return pd.DataFrame(columns=cols)
     t["budget"] = [budget[(r.rig, r.point)] for r in t.itertuples()]
-    out = t.groupby(["rig", "budget"], sort=True).agg(
-        sampled=("point", "count"), sm_mhz_min=("sm_mhz_min", "min"), sm_mhz_median=("sm_mhz_median", "median"),
-        power_w_max=("power_w_max", "max"), sw_power_cap_pct=("sw_power_cap_share", lambda x: 100 * x.mean())
-    ).reset_index()
+    out = fold(t, ["rig", "budget"])
     counts = pd.DataFrame([(r, b) for (r, _), b in budget.items()], columns=["rig", "budget"]).value_counts()
     out = counts.rename("points").reset_index().merge(out, on=["rig", "budget"], how="left")
     out = out[out["rig"].isin(t["rig"])]  # rigs that sampled at all
