@@ -204,15 +204,12 @@
   }
 
   // ------------------------------------------------------------------------------------- fitting
-  function drawnWidth(el) {
+  function drawnBox(el) {
     var g = el.querySelector("svg.marks, canvas.marks, svg, canvas");
-    return g ? g.getBoundingClientRect().width : 0;
+    return g ? g.getBoundingClientRect() : { width: 0, height: 0 };
   }
-
-  function drawnHeight(el) {
-    var g = el.querySelector("svg.marks, canvas.marks, svg, canvas");
-    return g ? g.getBoundingClientRect().height : 0;
-  }
+  function drawnWidth(el) { return drawnBox(el).width; }
+  function drawnHeight(el) { return drawnBox(el).height; }
 
   function room(el) {
     var parent = el.parentElement || el;
@@ -226,6 +223,7 @@
   // drawing that fits but stands taller than TALL_SCREENS screens (five panels of a rig each, stacked) is tried
   // again in two columns of panels narrowed down to TWO_PANEL, and that drawing wins if it fits and is shorter.
   var WIDE_PANEL = 220;
+  var PHONE = 600;     // px: a column narrower than this is a phone's
   var TALL_SCREENS = 1.3;
   var TWO_PANEL = 90;  // px: the narrowest panel of a phone's two columns
 
@@ -292,7 +290,7 @@
       var redraw = lastDrawn === best.spec ? Promise.resolve() : draw(best.spec);
       return redraw.then(function () {
         var screen = window.innerHeight || 0;
-        if (fits && !triedTwo && avail < 600 && screen && drawnHeight(el) > TALL_SCREENS * screen) return twoColumns();
+        if (fits && !triedTwo && avail < PHONE && screen && drawnHeight(el) > TALL_SCREENS * screen) return twoColumns();
         if (!fits) el.classList.add("iw-scaled");
         el.dataset.iwFit = fits ? (best.spec === spec ? "as-is" : "fitted") : "scaled";
         return current;
@@ -301,7 +299,7 @@
 
     return tryDraw(spec).then(function (w) {
       if (w <= avail) return finish();
-      var guess = avail < 600 ? 1 : 3; // a phone: one column
+      var guess = avail < PHONE ? 1 : 3; // a phone: one column
       var cols = [];
       for (var c = guess; c >= 1; c--) cols.push(c);
 
@@ -310,7 +308,7 @@
         if (i >= cols.length) return last();
         var s = clone(spec);
         if (!wrap(s, cols[i])) return last();
-        if (cols[i] === 1 && avail < 600) shorten(s, Math.max(MIN_HEIGHT, Math.round(avail / 2)));
+        if (cols[i] === 1 && avail < PHONE) shorten(s, Math.max(MIN_HEIGHT, Math.round(avail / 2)));
         return tryDraw(s).then(function (cw) {
           return narrowing(s, cw, 2, cols[i] > 1 ? WIDE_PANEL : MIN_PANEL);
         }).then(function () { return byColumns(i + 1); });

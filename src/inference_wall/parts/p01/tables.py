@@ -54,12 +54,12 @@ CLOCK_KINDS = {"single": "single stream", "cold-warm": "cold and warm", "decode"
 
 def clock_table(data_dir=None, rigs: list[str] | None = None) -> pd.DataFrame:
     """What the GPU ran at during each kind of point, per rig (records.gpuclocks: nvidia-smi once a second in each
-    point's passes): the points, how many kept samples, the lowest and the median busy SM clock, the most power
-    drawn, and the share of busy samples at the software power cap. Rigs none of whose points kept samples are left
-    out (the published rig, CPU rigs)."""
+    point's passes): the kind of point, how many kept samples, the lowest and the median busy SM clock, and the
+    share of busy samples at the software power cap. Rigs none of whose points kept samples are left out (the
+    published rig, CPU rigs)."""
     from ...records.gpuclocks import fold, points_table
 
-    cols = ["rig", "points", "sampled", "sm_mhz_min", "sm_mhz_median", "power_w_max", "sw_power_cap_pct"]
+    cols = ["rig", "points", "sampled", "sm_mhz_min", "sm_mhz_median", "sw_power_cap_pct"]
     pts = list(load_points(NAME, data_dir, rigs))
     kind = {(pt.rig, pt.name): CLOCK_KINDS.get(pt.params.get("kind"), pt.params.get("kind")) for pt in pts}
     t = points_table(pts)
