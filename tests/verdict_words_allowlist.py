@@ -74,9 +74,4 @@ ALLOWED: list[tuple[str, str, str]] = [
     # the series' own statements, quoted as the series makes them (the intro has no code to glue from)
     ("book/intro.md", "Past that ceiling, extra load buys no throughput at all, only a longer queue",
      "the series' headline as the paragraph attributes it to the series; part 1's claims judge it"),
-    # flagged in opening blocks that another engineer is rewriting: to be mended there
-    ("notebooks/01-hit-the-wall-evidence.md", "running requests the post's reading holds",
-     "opening block: pending: a typed verdict on the post's reading; the claims at the end judge the limit"),
-    ("notebooks/03-batching-cliff.md", "because every decode step has to read all of its weights",
-     "opening block: pending: part 1's weight-stream explanation typed as a cause; part 1's claims judge it"),
 ]
