@@ -15,9 +15,9 @@ from ...measure.admission import running_limit  # noqa: F401 (re-exported)
 from .plan import (  # noqa: F401 (the part's names, as before the folder)
     DEFAULTS, NAME, NOTEBOOK, PUBLISHED_PRESET, flood_capacity_rps, plan, rate_point_name)
 from .tables import (  # noqa: F401 (the part's names, as before the folder)
-    CLOCK_KINDS, SETUP_FIELDS, _facts, _family, _setup, claim_facts, clock_table, cold_warm_table, decode_table, measured_points,
-    memory_table, mixed_step_table, page_tables, part1_knee, protocol_tables, published_pool, rate_table,
-    reference_view, server_sessions, vision_tower_gib)
+    CLOCK_KINDS, SETUP_FIELDS, _facts, _family, _setup, claim_facts, clock_table, cold_warm_table, decode_table,
+    measured_points, memory_table, mixed_step_table, page_tables, part1_knee, protocol_tables, published_pool,
+    rate_table, reference_view, server_sessions, vision_tower_gib)
 from .view import (  # noqa: F401 (the part's names, as before the folder)
     _span, _v, batch_limit, fit_at, flood_spread, floor_rows, floor_table, fmt, knee_table, memory_budget_table,
     mixed_step_rows, protocol_view, rig_view, running_series, running_table, steadiness, step_fit_rows,
