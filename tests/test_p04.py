@@ -436,6 +436,30 @@ def test_the_findings_box_has_3_to_5_bullets_with_the_queue_correction_and_3_sig
     assert not re.search(r"\b(nan|NaN|None|True|False)\b", text)
 
 
+def test_the_findings_box_gives_each_finding_once_with_every_rig_and_drops_a_verdict_one_rig_contradicts():
+    """Two rigs: one bullet a finding, each naming both rigs (a shared text once, behind both names), never a
+    rig's bullets crowding out the other's. A short flood that preempted on one rig takes the bold "queue, not
+    preemptions" away; the numbers stay."""
+    table = p04.point_table(None, ["h200"])
+    if not len(table):
+        pytest.skip("no committed part-4 run for h200")
+    tables = {"arithmetic": p04.arithmetic(), "published": p04.published_running()}
+    twin = table.assign(rig="twin")
+    both = {"h200": p04.rig_view(table, "h200"), "twin": p04.rig_view(twin, "twin")}
+    bullets = p04.key_findings(both, tables)
+    assert 3 <= len(bullets) <= 5
+    for b in bullets[1:]:
+        assert b.count("h200") == 1 and b.count("twin") == 1, b
+    queue = next(b for b in bullets if "short requests on the hybrid model" in b)
+    assert queue.startswith("**Memory ran out as a queue, not as preemptions**") and "h200 and twin: " in queue
+    short = twin.index[(twin["model"] == "main") & (twin["workload"] == "short")]
+    evicted = twin.copy()
+    evicted.loc[short[0], "preemptions"] = 3.0
+    mixed = p04.key_findings({"h200": both["h200"], "twin": p04.rig_view(evicted, "twin")}, tables)
+    queue = next(b for b in mixed if "short requests on the hybrid model" in b)
+    assert "not as preemptions" not in queue and "twin: 3 preemptions" in queue
+
+
 def test_sig_rounds_to_three_digits_keeps_counts_and_dashes_a_gap():
     assert p04.sig(8197.54) == "8,200" and p04.sig(1.47570) == "1.48" and p04.sig(0.0123456) == "0.0123"
     assert p04.sig(2049) == "2,049" and p04.sig(0.0) == "0" and p04.sig(math.nan) == "–" and p04.sig(None) == "–"

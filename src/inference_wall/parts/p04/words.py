@@ -153,42 +153,74 @@ def _faster_text(pre: pd.DataFrame, calm: pd.DataFrame) -> str:
             f"{sig(ref.server_tok_per_step / f.server_tok_per_step, 2)}x the tokens.")
 
 
+def _each_rig(items: list[tuple[str, str]]) -> str:
+    """One rig's text as it is; several rigs' texts each behind its rig's name ("h100: ...; h200: ..."), a text that
+    several rigs share said once behind all their names ("h100 and h200: ...")."""
+    if len(items) == 1:
+        return items[0][1]
+    same: dict[str, list[str]] = {}
+    for rig, text in items:
+        same.setdefault(text, []).append(rig)
+    return "; ".join(f"{' and '.join(rigs)}: {text}" for text, rigs in same.items())
+
+
+def _one_stall_each(pre: pd.DataFrame) -> bool:
+    """Every preempting pass left between STALL_SHARE of a stall and one stall per preemption (as _stall_text)."""
+    return bool(len(pre)) and all(
+        not missing(r.stalls) and math.ceil(STALL_SHARE * float(r.preemptions)) <= r.stalls <= float(r.preemptions)
+        for r in pre.itertuples())
+
+
 def key_findings(views: dict[str, dict], tables: dict) -> list[str]:
     """The page's findings box: 3-5 bullets (Markdown) from the data of the rigs shown, the post's correction first
-    (the tables' `arithmetic` and `published`: arithmetic(), published_running())."""
+    (the tables' `arithmetic` and `published`: arithmetic(), published_running()). One bullet a finding, each with
+    every shown rig's numbers; a bullet's verdict in bold only where every rig's rows bear it out."""
     a, published = tables["arithmetic"], tables["published"]
     out = [f"**The series' flooded batch was the KV pool's admission limit:** the A10G's pool of {sig(a['a10g_pool'])} "
            f"pages admits {sig(a['a10g_admitted'])} requests of {sig(a['input_len'])} + {sig(a['short_out'])} tokens at "
            f"once ({sig(a['pages_prompt'])} pages each); the posts reported about {sig(published['part1_flood'])} "
            f"(part 1) and {sig(published['part3_cap256'])} (part 3)."]
+    costs = [(rig, c) for rig, view in views.items() if (c := pool_cost(view, "main"))]
+    if costs:
+        queue = all(c["preemptions"] == 0 for _, c in costs)
+        out.append(("**Memory ran out as a queue, not as preemptions** (the post planned to make the server evict): "
+                    if queue else "**Short requests on the hybrid model, pool by pool:** ")
+                   + "short requests on the hybrid model, " + _each_rig([(
+                       rig, f"{sig(c['preemptions'])} preemptions on {c['pools']} pools from {sig(c['big_pool'])} to "
+                            f"{sig(c['small_pool'])} pages; the pool set the running batch ({sig(c['big_running'])} "
+                            f"to {sig(c['small_running'])}) and up to {sig(c['waiting_max'])} requests waited")
+                       for rig, c in costs]) + ".")
+        cheap = all(c["tok_fall"] > 1 and c["ttft_ratio"] < 1 for _, c in costs)
+        waves = {sig(c["small_waves"]) for _, c in costs}
+        out.append(("**Starving the pool cost throughput, not time to first token:** " if cheap else
+                    "**What starving the pool cost:** ") + _each_rig([(
+                        rig, f"output fell {sig(c['tok_fall'])}x ({sig(c['big_tok_s'])} to {sig(c['small_tok_s'])} "
+                             f"tok/s) and median TTFT went from {sig(c['big_ttft_s'])} to {sig(c['small_ttft_s'])} s")
+                        for rig, c in costs])
+                   + (f". Each flood was sized to its pool ({waves.pop()} waves of the admitted batch)." if len(waves) == 1
+                      else ". Each flood was sized to its pool."))
+    longs, dense = [], []
     for rig, view in views.items():
-        c = pool_cost(view, "main")
-        who = rig if len(views) > 1 else ""
-        if c:
-            out.append(f"**{who + ': m' if who else 'M'}emory ran out as a queue, not as preemptions** (the post planned "
-                       f"to make the server evict): short requests on the hybrid model met {sig(c['preemptions'])} "
-                       f"preemptions on {c['pools']} pools from {sig(c['big_pool'])} to {sig(c['small_pool'])} pages; "
-                       f"the pool set the running batch ({sig(c['big_running'])} to {sig(c['small_running'])}) and up "
-                       f"to {sig(c['waiting_max'])} requests waited.")
-            out.append(f"**Starving the pool cost throughput, not time to first token:** output fell "
-                       f"{sig(c['tok_fall'])}x ({sig(c['big_tok_s'])} to {sig(c['small_tok_s'])} tok/s) while median "
-                       f"TTFT went from {sig(c['big_ttft_s'])} to {sig(c['small_ttft_s'])} s, since each flood was sized "
-                       f"to its pool ({sig(c['small_waves'])} waves of the admitted batch).")
         t = floods(view["points"])
         long_ = t[(t["workload"] == "long") & (t["model"] == "main")]
         pre = long_[long_["preemptions"] > 0]
         if len(pre):
             stalls = pre["stall_median_s"].dropna()
-            out.append(f"**Long requests ({sig(a['long_out'])} tokens out) outgrow the pool:** {len(pre)} of "
-                       f"{len(long_)} pools preempted, {sig(pre['preemptions'].sum())} times for "
-                       f"{sig(pre['num_prompts'].sum())} requests; each preemption left one stall in its victim's "
-                       f"stream" + (f" (median {sig(stalls.min())} to {sig(stalls.max())} s per pool)" if len(stalls)
-                                    else "") + ".")
-        dense = t[t["model"] == "small"]
-        dense_short = dense[(dense["workload"] == "short") & (dense["preemptions"] > 0)]
-        if len(dense_short):
-            r = dense_short.sort_values("pool_pages").iloc[0]
-            out.append(f"**A dense model preempts even short requests:** its pages hold {sig(r['block_size'])} tokens, "
-                       f"so a request grows while it runs; at {sig(r['pool_pages'])} pages, {sig(r['preemptions'])} "
-                       f"preemptions for {sig(r['num_prompts'])} requests.")
+            longs.append((rig, pre, f"{len(pre)} of {len(long_)} pools preempted, {sig(pre['preemptions'].sum())} times "
+                               f"for {sig(pre['num_prompts'].sum())} requests" + (
+                                   f" (a stall's median {sig(stalls.min())} to {sig(stalls.max())} s per pool)"
+                                   if len(stalls) else "")))
+        d = t[(t["model"] == "small") & (t["workload"] == "short") & (t["preemptions"] > 0)]
+        if len(d):
+            r = d.sort_values("pool_pages").iloc[0]
+            dense.append((rig, r, f"at {sig(r['pool_pages'])} pages, {sig(r['preemptions'])} preemptions for "
+                                  f"{sig(r['num_prompts'])} requests"))
+    if longs:
+        one_each = all(_one_stall_each(pre) for _, pre, _ in longs)
+        out.append(f"**Long requests ({sig(a['long_out'])} tokens out) outgrow the pool:** "
+                   + _each_rig([(rig, text) for rig, _, text in longs])
+                   + (". Each preemption left one stall in its victim's stream." if one_each else "."))
+    if dense:
+        out.append(f"**A dense model preempts even short requests:** its pages hold {sig(dense[0][1]['block_size'])} "
+                   "tokens, so a request grows while it runs; " + _each_rig([(rig, text) for rig, _, text in dense]) + ".")
     return out[:5]
