@@ -49,6 +49,12 @@ def test_a_list_in_words():
     assert [words.join_and(x) for x in ([], ["a"], ["a", "b"], ["a", "b", "c"])] == ["", "a", "a and b", "a, b and c"]
 
 
+def test_per_rig_names_each_rig_once_and_says_a_shared_text_once():
+    assert words.per_rig([("h200", "3x")]) == "3x" and words.per_rig([("h200", "3x")], name_one=True) == "h200: 3x"
+    assert words.per_rig([("h100", "3x"), ("h200", "4x")]) == "h100: 3x; h200: 4x"
+    assert words.per_rig([("a", "3x"), ("b", "4x"), ("c", "3x")]) == "a and c: 3x; b: 4x"
+
+
 def test_the_pages_formatters_are_the_words_module_s():
     """The formatters the parts and pages had each of their own now call inference_wall.words (no digit rule,
     separator or missing mark of their own)."""

@@ -144,3 +144,16 @@ def round_sig(x: float, digits: int = 3) -> float:
 def join_and(items: list[str]) -> str:
     """'a', 'a and b', 'a, b and c' ('' for none): how the pages' sentences list things."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
+
+
+def per_rig(items: list[tuple[str, str]], *, name_one: bool = False) -> str:
+    """One finding over the rigs a page shows, from (rig, text) pairs: one rig's text as it is (behind its name with
+    `name_one`, for a page that shows other rigs too); several rigs' texts each behind its rig's name ('h100: ...;
+    h200: ...'), a text several rigs share said once behind all their names ('h100 and h200: ...'). A findings box
+    says each finding once with every rig in it, not a rig's bullets in turn."""
+    if len(items) == 1 and not name_one:
+        return items[0][1]
+    same: dict[str, list[str]] = {}
+    for rig, text in items:
+        same.setdefault(text, []).append(rig)
+    return "; ".join(f"{join_and(rigs)}: {text}" for text, rigs in same.items())

@@ -153,17 +153,6 @@ def _faster_text(pre: pd.DataFrame, calm: pd.DataFrame) -> str:
             f"{sig(ref.server_tok_per_step / f.server_tok_per_step, 2)}x the tokens.")
 
 
-def _each_rig(items: list[tuple[str, str]]) -> str:
-    """One rig's text as it is; several rigs' texts each behind its rig's name ("h100: ...; h200: ..."), a text that
-    several rigs share said once behind all their names ("h100 and h200: ...")."""
-    if len(items) == 1:
-        return items[0][1]
-    same: dict[str, list[str]] = {}
-    for rig, text in items:
-        same.setdefault(text, []).append(rig)
-    return "; ".join(f"{' and '.join(rigs)}: {text}" for text, rigs in same.items())
-
-
 def _one_stall_each(pre: pd.DataFrame) -> bool:
     """Every preempting pass left between STALL_SHARE of a stall and one stall per preemption (as _stall_text)."""
     return bool(len(pre)) and all(
@@ -185,7 +174,7 @@ def key_findings(views: dict[str, dict], tables: dict) -> list[str]:
         queue = all(c["preemptions"] == 0 for _, c in costs)
         out.append(("**Memory ran out as a queue, not as preemptions** (the post planned to make the server evict): "
                     if queue else "**Short requests on the hybrid model, pool by pool:** ")
-                   + "short requests on the hybrid model, " + _each_rig([(
+                   + "short requests on the hybrid model, " + words.per_rig([(
                        rig, f"{sig(c['preemptions'])} preemptions on {c['pools']} pools from {sig(c['big_pool'])} to "
                             f"{sig(c['small_pool'])} pages; the pool set the running batch ({sig(c['big_running'])} "
                             f"to {sig(c['small_running'])}) and up to {sig(c['waiting_max'])} requests waited")
@@ -193,7 +182,7 @@ def key_findings(views: dict[str, dict], tables: dict) -> list[str]:
         cheap = all(c["tok_fall"] > 1 and c["ttft_ratio"] < 1 for _, c in costs)
         waves = {sig(c["small_waves"]) for _, c in costs}
         out.append(("**Starving the pool cost throughput, not time to first token:** " if cheap else
-                    "**What starving the pool cost:** ") + _each_rig([(
+                    "**What starving the pool cost:** ") + words.per_rig([(
                         rig, f"output fell {sig(c['tok_fall'])}x ({sig(c['big_tok_s'])} to {sig(c['small_tok_s'])} "
                              f"tok/s) and median TTFT went from {sig(c['big_ttft_s'])} to {sig(c['small_ttft_s'])} s")
                         for rig, c in costs])
@@ -218,9 +207,9 @@ def key_findings(views: dict[str, dict], tables: dict) -> list[str]:
     if longs:
         one_each = all(_one_stall_each(pre) for _, pre, _ in longs)
         out.append(f"**Long requests ({sig(a['long_out'])} tokens out) outgrow the pool:** "
-                   + _each_rig([(rig, text) for rig, _, text in longs])
+                   + words.per_rig([(rig, text) for rig, _, text in longs])
                    + (". Each preemption left one stall in its victim's stream." if one_each else "."))
     if dense:
         out.append(f"**A dense model preempts even short requests:** its pages hold {sig(dense[0][1]['block_size'])} "
-                   "tokens, so a request grows while it runs; " + _each_rig([(rig, text) for rig, _, text in dense]) + ".")
+                   "tokens, so a request grows while it runs; " + words.per_rig([(rig, text) for rig, _, text in dense]) + ".")
     return out[:5]
