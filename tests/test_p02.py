@@ -530,6 +530,21 @@ def test_findings_box_places_the_posts_shrink_as_not_comparable():
     assert not any("nan" in b.lower() for b in found)
 
 
+def test_findings_box_says_each_finding_once_with_every_rig_in_it():
+    """Two rigs: four findings, not one rig's four crowding out the other's; each names both rigs once."""
+    facts = {"freeze_shrink_chunked": 2.4, "a10g_budget": 2048}
+    one = pd.concat([_injections(1000, 1000, solo=1000, length=4096),
+                     _injections(9000, 1000, solo=9000, length=32768)], ignore_index=True)
+    two = pd.concat([one.assign(rig="rig-a"), one.assign(rig="rig-b", freeze_ms=one["freeze_ms"] * 2)],
+                    ignore_index=True)
+    views = {r: p02.with_reference(p02.rig_view(two, r), facts) for r in ("rig-a", "rig-b")}
+    found = p02.key_findings(_freezes(two), views, facts)
+    assert len(found) == 4
+    for b in found:
+        assert b.count("rig-a") == 1 and b.count("rig-b") == 1, b
+    assert "rig-a: 1,000 ms at 4,096 tokens" in found[0] and "rig-b: 2,000 ms" in found[0]
+
+
 def test_the_chunk_floor_predicate_is_one_rule_and_gives_no_verdict_without_its_three_measurements():
     from inference_wall.parts import injections as inj_mod
     from inference_wall.parts.p00 import mixed

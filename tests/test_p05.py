@@ -518,3 +518,17 @@ def test_the_findings_box_has_3_to_5_bullets_with_numbers_of_3_significant_digit
     for number in re.findall(r"\d[\d,]*\.\d+", text):
         assert len(number.replace(",", "").replace(".", "").lstrip("0")) <= 3, number
     assert not re.search(r"\b(nan|NaN|None|True|False)\b", text)
+
+
+def test_the_findings_box_says_each_finding_once_with_every_rig_in_it():
+    """A second rig with the same numbers: still one bullet a finding (not one rig's four bullets, then the box
+    full), each naming both rigs once, behind one shared text."""
+    tables = p05.page_tables(None, ["h200"])
+    if not len(tables["points"]):
+        pytest.skip("no committed part-5 run for h200")
+    view = p05.rig_view("h200", tables, {**p05.DEFAULTS})
+    tables = {**tables, "spread": {**tables["spread"], "twin": tables["spread"]["h200"]}}
+    bullets = p05.key_findings({"h200": view, "twin": view}, tables)
+    assert 3 <= len(bullets) <= 5
+    for b in bullets[1:]:
+        assert b.count("h200") == 1 and b.count("twin") == 1 and "h200 and twin: " in b, b

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...measure.claims import fmt_num
+from ...words import per_rig
 from ..injections import FLOOR_IS_CHUNKED_PREFILL, floor_is_chunked_prefill
 from ..protocol import REFERENCE
 from .plan import A10G_BUDGET, OFF
@@ -179,36 +180,47 @@ def chunk_step_note(steps: pd.DataFrame, injections: pd.DataFrame) -> str:
 
 
 def key_findings(freezes: pd.DataFrame, views: dict[str, dict], facts: dict) -> list[str]:
-    """The findings box of part 2: 3-5 sentences from the shown rigs' freezes and views."""
-    out = []
+    """The findings box of part 2: 3-5 sentences from the shown rigs' freezes and views, one a finding with every
+    rig that has it (words.per_rig)."""
+    frozen, shares, budgets, shrinks = [], [], [], []
     for rig in sorted(set(freezes["rig"])) if len(freezes) else []:
         f = freezes[freezes["rig"] == rig]
         off = f[f["budget"] == OFF].set_index("prompt_len").sort_index()
         if not len(off):
             continue
         lo, hi = off.index[0], off.index[-1]
-        out.append(f"On {rig}, with chunking off, a long prompt froze the streams decoding beside it for "
-                   f"{fmt_num(off.loc[lo, 'freeze_ms'])} ms at {lo:,} tokens and {fmt_num(off.loc[hi, 'freeze_ms'])} ms "
-                   f"at {hi:,} (medians of the repeats).")
+        frozen.append((rig, f"{fmt_num(off.loc[lo, 'freeze_ms'])} ms at {lo:,} tokens and "
+                            f"{fmt_num(off.loc[hi, 'freeze_ms'])} ms at {hi:,}"))
         v = views.get(rig, {})
-        shares = [(n, s["freeze"].value / s["solo"].value) for n, s in sorted((v.get("off_by_len") or {}).items())]
-        if shares:
-            out.append("The freeze against the prompt's TTFT alone on the idle server, per length: "
-                       + ", ".join(f"{r:.2f} at {n:,}" for n, r in shares) + " tokens (the claims judge each length).")
+        ratios = [(n, s["freeze"].value / s["solo"].value) for n, s in sorted((v.get("off_by_len") or {}).items())]
+        if ratios:
+            shares.append((rig, ", ".join(f"{r:.2f} at {n:,}" for n, r in ratios) + " tokens"))
         b = v.get("budget")
         at = f[(f["prompt_len"] == hi) & (f["budget"] == b)] if b is not None else f.iloc[0:0]
         if len(at):
             r = at.iloc[0]
             verb = "cut" if r.freeze_ms < off.loc[hi, "freeze_ms"] else "took"
-            out.append(f"At {hi:,} tokens a budget of {b:,} {verb} the freeze from {fmt_num(off.loc[hi, 'freeze_ms'])} to "
-                       f"{fmt_num(r.freeze_ms)} ms, and the long prompt's own TTFT went from "
-                       f"{fmt_num(off.loc[hi, 'ttft_ms'])} to {fmt_num(r.ttft_ms)} ms.")
+            budgets.append((rig, f"at {hi:,} tokens a budget of {b:,} {verb} the freeze from "
+                                 f"{fmt_num(off.loc[hi, 'freeze_ms'])} to {fmt_num(r.freeze_ms)} ms, and the long "
+                                 f"prompt's own TTFT went from {fmt_num(off.loc[hi, 'ttft_ms'])} to "
+                                 f"{fmt_num(r.ttft_ms)} ms"))
         by_len = v.get("shrink_by_len") or {}
-        if by_len and facts.get("freeze_shrink_chunked"):
+        if by_len:
             (n0, s0), (n1, s1) = min(by_len.items()), max(by_len.items())
-            out.append(f"The post's {facts['freeze_shrink_chunked']:g}x shrink at budget {A10G_BUDGET:,} cannot be "
-                       f"placed: the post gives no prompt length, and {rig}'s own shrink at that budget runs from "
-                       f"{fmt_num(s0.value)}x at {n0:,} tokens to {fmt_num(s1.value)}x at {n1:,}.")
+            shrinks.append((rig, f"{fmt_num(s0.value)}x at {n0:,} tokens to {fmt_num(s1.value)}x at {n1:,}"))
+    out = []
+    if frozen:
+        out.append("With chunking off, a long prompt froze the streams decoding beside it (medians of the repeats): "
+                   + per_rig(frozen, name_one=True) + ".")
+    if shares:
+        out.append("The freeze against the prompt's TTFT alone on the idle server, per length (the claims judge each "
+                   "length): " + per_rig(shares, name_one=True) + ".")
+    if budgets:
+        out.append("A chunk budget at the longest prompt: " + per_rig(budgets, name_one=True) + ".")
+    if shrinks and facts.get("freeze_shrink_chunked"):
+        out.append(f"The post's {facts['freeze_shrink_chunked']:g}x shrink at budget {A10G_BUDGET:,} cannot be placed: "
+                   "the post gives no prompt length, and the shrink measured at that budget depends on it ("
+                   + per_rig(shrinks, name_one=True) + ").")
     return out[:5]
 
 

@@ -10,6 +10,7 @@ from ...measure.claims import known_number, missing
 from ..variants import STEP_NAMES, interval_words, num, pct, sig
 from .plan import NAME, REFERENCE
 from .view import ceiling_gaps
+from ...words import per_rig
 
 
 def findings(view: dict) -> str:
@@ -162,41 +163,47 @@ def larger_model_text(view: dict) -> str:
 
 
 def key_findings(views: dict[str, dict], tables: dict) -> list[str]:
-    """The findings box: 3-5 bullets from the rigs shown (the first rig with data; the bytes, the tables'
-    `predicted`, need no run)."""
+    """The findings box: 3-5 bullets, one a finding with every shown rig that has it (words.per_rig; the bytes, the
+    tables' `predicted`, need no run). A bold verdict only where every rig's numbers bear it out."""
     by = tables["predicted"].set_index("format")
     out = [f"**Four bits do not quarter the bytes:** a 4-bit step reads {sig(by.loc['int4', 'decode_gb'])} GB against "
            f"fp16's {sig(by.loc['fp16', 'decode_gb'])} GB ({sig(by.loc['int4', 'decode_gb'] / by.loc['fp16', 'decode_gb'])}"
            f" of it), since the {sig(by.loc['int4', 'head_gb'])} GB output head stays in 16 bits."]
+    fixed, ceilings, bends, larger = [], [], [], []
     for rig, view in views.items():
         vs = view["variants"]
         if "fp16" in vs and "int4" in vs and "fixed" in vs["fp16"] and "fixed" in vs["int4"]:
             f16, f4 = vs["fp16"]["fixed"].value, vs["int4"]["fixed"].value
-            out.append(f"**{rig}: the fixed cost fell less than the bytes:** the batch-1 step went from {sig(f16)} ms "
-                       f"(fp16) to {sig(f4)} ms (int4), {sig(f4 / f16)} of it, for "
-                       f"{sig(vs['int4']['decode_gb'] / vs['fp16']['decode_gb'])} of the bytes.")
-        gaps = ceiling_gaps(view, tables["spread"][rig])
-        g4 = next((g for g in gaps if g["format"] == "int4"), None)
+            share = vs["int4"]["decode_gb"] / vs["fp16"]["decode_gb"]
+            fixed.append((rig, f4 / f16 > share, f"the batch-1 step went from {sig(f16)} ms (fp16) to {sig(f4)} ms "
+                                                 f"(int4), {sig(f4 / f16)} of it, for {sig(share)} of the bytes"))
+        g4 = next((g for g in ceiling_gaps(view, tables["spread"][rig]) if g["format"] == "int4"), None)
         if g4 and g4["within"] is not None:
-            out.append(f"**{rig}: int4's flood ceiling is {pct(g4['gap'])} against fp16's**, "
-                       + ("within" if g4["within"] else "outside")
-                       + f" the up to {sig(100 * g4['spread'], 2)}% by which repeats of one flood differ on this rig"
-                       + (": no difference these runs can tell." if g4["within"] else "."))
-        bends = {k: v.get("bend_ratio") for k, v in vs.items() if k in ("fp16", "int4")}
-        if all(known_number(b) for b in bends.values()) and len(bends) == 2:
-            out.append(f"**{rig}: 4-bit is not shown to turn compute-bound:** at batch {vs['int4']['bend_batch']} fp16's "
-                       f"step sits {sig(bends['fp16'])}x above its line and int4's {sig(bends['int4'])}x; "
-                       + (f"fp16's flood ran at {sig(vs['fp16']['ceiling_sm_mhz'], exact_whole=False)} MHz, "
-                          f"{sig(100 * vs['fp16']['ceiling_power_cap'], 2)}% of its samples at the software power cap."
-                          if known_number(vs["fp16"].get("ceiling_sm_mhz")) else ""))
+            ceilings.append((rig, g4["within"], f"{pct(g4['gap'])}, " + ("within" if g4["within"] else "outside")
+                             + f" the up to {sig(100 * g4['spread'], 2)}% by which repeats of one flood differ there"))
+        bend = {k: v.get("bend_ratio") for k, v in vs.items() if k in ("fp16", "int4")}
+        if len(bend) == 2 and all(known_number(b) for b in bend.values()):
+            bends.append((rig, f"at batch {vs['int4']['bend_batch']} fp16's step sits {sig(bend['fp16'])}x above its "
+                               f"line and int4's {sig(bend['int4'])}x"
+                               + (f" (fp16's flood at {sig(vs['fp16']['ceiling_sm_mhz'], exact_whole=False)} MHz, "
+                                  f"{sig(100 * vs['fp16']['ceiling_power_cap'], 2)}% of its samples at the software "
+                                  "power cap)" if known_number(vs["fp16"].get("ceiling_sm_mhz")) else "")))
         lm = larger_model_text(view)
         if lm:
-            agree = "Both estimators agree" in lm
             r, x = vs[REFERENCE], vs["fp16"]
-            out.append(f"**{rig}: per sequence, the 9B against the 4B depends on the estimator**"
-                       if not agree else f"**{rig}: per sequence, {lm.split('Both estimators agree: ')[1][:-1]}**")
-            out[-1] += (f": {sig(x['slope'].value)} against {sig(r['slope'].value)} ms by ITL, "
-                        f"{sig(x['slope_other'].value)} against {sig(r['slope_other'].value)} ms by TPOT."
-                        if "slope_other" in x and "slope_other" in r else ".")
-        break  # one rig's numbers: the box stays short
+            said = (lm.split("Both estimators agree: ")[1][:-1] if "Both estimators agree" in lm
+                    else "it depends on the estimator")
+            larger.append((rig, said + (f" ({sig(x['slope'].value)} against {sig(r['slope'].value)} ms by ITL, "
+                                        f"{sig(x['slope_other'].value)} against {sig(r['slope_other'].value)} ms by TPOT)"
+                                        if "slope_other" in x and "slope_other" in r else "")))
+    if fixed:
+        out.append(("**The fixed cost fell less than the bytes:** " if all(k for _, k, _ in fixed) else
+                    "**The fixed cost, fp16 to int4:** ") + per_rig([(r, t) for r, _, t in fixed], name_one=True) + ".")
+    if ceilings:
+        out.append("**int4's flood ceiling against fp16's:** " + per_rig([(r, t) for r, _, t in ceilings], name_one=True)
+                   + (": no difference these runs can tell." if all(w for _, w, _ in ceilings) else "."))
+    if bends:
+        out.append("**4-bit is not shown to turn compute-bound:** " + per_rig(bends, name_one=True) + ".")
+    if larger:
+        out.append("**Per sequence, the 9B against the 4B:** " + per_rig(larger, name_one=True) + ".")
     return out[:5]
