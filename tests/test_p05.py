@@ -532,3 +532,22 @@ def test_the_findings_box_says_each_finding_once_with_every_rig_in_it():
     assert 3 <= len(bullets) <= 5
     for b in bullets[1:]:
         assert b.count("h200") == 1 and b.count("twin") == 1 and "h200 and twin: " in b, b
+
+
+def test_the_box_says_4_bit_is_not_shown_compute_bound_only_where_fp16_bends_as_much():
+    """One rule (bends_alike) for the page's bend paragraph and the box: where int4's step bends well above fp16's,
+    the bold "not shown to turn compute-bound" goes, and the numbers stay."""
+    import copy
+
+    assert p05.bends_alike(1.19, 1.18) and not p05.bends_alike(1.0, 2.0) and not p05.bends_alike(None, 1.0)
+    tables = p05.page_tables(None, ["h200"])
+    if not len(tables["points"]):
+        pytest.skip("no committed part-5 run for h200")
+    view = p05.rig_view("h200", tables, {**p05.DEFAULTS})
+    said = p05.key_findings({"h200": view}, tables)
+    assert any(b.startswith("**4-bit is not shown to turn compute-bound:**") for b in said)
+    bent = copy.deepcopy(view)
+    bent["variants"]["int4"]["bend_ratio"] = 2 * bent["variants"]["fp16"]["bend_ratio"]
+    said = p05.key_findings({"h200": bent}, tables)
+    assert not any("not shown to turn compute-bound" in b for b in said)
+    assert any(b.startswith("**The step at the largest batch against its line:**") for b in said)

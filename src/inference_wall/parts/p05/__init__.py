@@ -41,8 +41,8 @@ from .claims import (  # noqa: F401 (the part's names, as before the folder)
     CLAIMS, LESSONS, WHY_FIXED, WHY_MODEL, WHY_POOL, WHY_SLOPE, _fixed_is_floor_plus_overhead, _fixed_scales_with_bytes,
     _pair, _per_seq, _per_seq_model, _pool_grows, _single_floor)
 from .words import (  # noqa: F401 (the part's names, as before the folder)
-    _apart, bend_text, clocks_text, closing_note, findings, key_findings, larger_model_text, series_summary,
-    spread_text)
+    _apart, bend_text, bends_alike, clocks_text, closing_note, findings, key_findings, larger_model_text,
+    series_summary, spread_text)
 
 PART = Part(NAME, DEFAULTS, without_data_dir(plan), tables=with_data_dir(page_tables), view=reading_data_dir(rig_view),
             findings=one_paragraph(findings), claims=judged(CLAIMS), claim_ids=ids_of(CLAIMS), shows=measured_rigs,

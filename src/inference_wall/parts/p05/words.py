@@ -115,6 +115,12 @@ def clocks_text(view: dict) -> str:
             "samples at the software power cap: " + "; ".join(items) + ".")
 
 
+def bends_alike(fp16: float | None, int4: float | None) -> bool:
+    """Whether fp16's step bends above its line at least as much as int4's (within 5%): then the bend is not 4-bit
+    work, and the runs do not show a format turning compute-bound. False where either is unknown."""
+    return known_number(fp16) and known_number(int4) and fp16 >= int4 * 0.95
+
+
 def bend_text(view: dict) -> str:
     """The largest decode batch's step over the fit's line, per format, with that pass's clock: what the bend shows
     and what it does not (a format that bends as much as another is not bent by what only the other does)."""
@@ -126,7 +132,7 @@ def bend_text(view: dict) -> str:
                                                  f"at the power cap)" if known_number(v.get("bend_sm_mhz")) else "")
              for k, v in bends.items()]
     text = f"At a batch of {batch} the step over what each format's line predicts: " + "; ".join(items) + "."
-    if "int4" in bends and "fp16" in bends and bends["fp16"]["bend_ratio"] >= bends["int4"]["bend_ratio"] * 0.95:
+    if bends_alike(bends.get("fp16", {}).get("bend_ratio"), bends.get("int4", {}).get("bend_ratio")):
         text += (" fp16 bends as much as int4, so the bend is not 4-bit work (unpacking) and these runs do not show "
                  "a format turning compute-bound; what sets it is not measured here (candidates: the arithmetic that "
                  "grows with the batch, and the clock, which the power cap lowers at large batches).")
@@ -183,11 +189,12 @@ def key_findings(views: dict[str, dict], tables: dict) -> list[str]:
                              + f" the up to {sig(100 * g4['spread'], 2)}% by which repeats of one flood differ there"))
         bend = {k: v.get("bend_ratio") for k, v in vs.items() if k in ("fp16", "int4")}
         if len(bend) == 2 and all(known_number(b) for b in bend.values()):
-            bends.append((rig, f"at batch {vs['int4']['bend_batch']} fp16's step sits {sig(bend['fp16'])}x above its "
-                               f"line and int4's {sig(bend['int4'])}x"
-                               + (f" (fp16's flood at {sig(vs['fp16']['ceiling_sm_mhz'], exact_whole=False)} MHz, "
-                                  f"{sig(100 * vs['fp16']['ceiling_power_cap'], 2)}% of its samples at the software "
-                                  "power cap)" if known_number(vs["fp16"].get("ceiling_sm_mhz")) else "")))
+            bends.append((rig, bends_alike(bend["fp16"], bend["int4"]),
+                          f"at batch {vs['int4']['bend_batch']} fp16's step is {sig(bend['fp16'])}x its line and "
+                          f"int4's {sig(bend['int4'])}x"
+                          + (f" (fp16's flood at {sig(vs['fp16']['ceiling_sm_mhz'], exact_whole=False)} MHz, "
+                             f"{sig(100 * vs['fp16']['ceiling_power_cap'], 2)}% of its samples at the software "
+                             "power cap)" if known_number(vs["fp16"].get("ceiling_sm_mhz")) else "")))
         lm = larger_model_text(view)
         if lm:
             r, x = vs[REFERENCE], vs["fp16"]
@@ -203,7 +210,9 @@ def key_findings(views: dict[str, dict], tables: dict) -> list[str]:
         out.append("**int4's flood ceiling against fp16's:** " + per_rig([(r, t) for r, _, t in ceilings], name_one=True)
                    + (": no difference these runs can tell." if all(w for _, w, _ in ceilings) else "."))
     if bends:
-        out.append("**4-bit is not shown to turn compute-bound:** " + per_rig(bends, name_one=True) + ".")
+        out.append(("**4-bit is not shown to turn compute-bound:** " if all(a for _, a, _ in bends) else
+                    "**The step at the largest batch against its line:** ")
+                   + per_rig([(r, t) for r, _, t in bends], name_one=True) + ".")
     if larger:
         out.append("**Per sequence, the 9B against the 4B:** " + per_rig(larger, name_one=True) + ".")
     return out[:5]
