@@ -185,6 +185,15 @@ def test_a_rig_without_a_rate_sweep_is_named_and_given_no_knee():
     assert readable(said) and said.startswith("Every rig with a rate sweep has a knee") and "no-rates:" in said
 
 
+def test_the_knee_finding_says_below_the_ceiling_only_where_every_knee_is_below_it():
+    views = _views()
+    knee = next(b for b in p01.key_findings(views) if b.startswith("Offered a steady rate"))
+    assert "below its flood's ceiling" in knee
+    views["late"] = {**views["h200"], "knee_rps": 1.2 * views["h200"]["ceiling_rps"]}
+    knee = next(b for b in p01.key_findings(views) if b.startswith("Offered a steady rate"))
+    assert "below its flood's ceiling" not in knee and "late kept up" in knee and "fell behind at 120%" in knee
+
+
 def test_the_rate_figures_leave_out_a_rig_with_its_flood_alone():
     """A rig whose rate sweep has not run (the h100 after its first session) has only its flood row: a panel of it had
     no line and Vega warned of an infinite extent in the browser; it is left out, the others drawn."""

@@ -188,8 +188,10 @@ def key_findings(views: dict[str, dict]) -> list[str]:
                                                       f"({fmt_num(v['ceiling_tok_s'])} output tok/s)" for r, v in flood) + ".")
     knee = [(r, v) for r, v in views.items() if known_number(v.get("knee_rps")) and known_number(v.get("ceiling_rps"))]
     if knee:
+        below = all(v["knee_rps"] < v["ceiling_rps"] for _, v in knee)
         out.append("Offered a steady rate, each server fell behind (completed under "
-                   f"{100 * knee[0][1]['keep_up']:.0f}% of the offered rate) below its flood's ceiling: " + "; ".join(
+                   f"{100 * knee[0][1]['keep_up']:.0f}% of the offered rate) "
+                   + ("below its flood's ceiling: " if below else "against its flood's ceiling: ") + "; ".join(
                        f"{r} kept up at {v['last_kept_up_rps'] / v['ceiling_rps']:.0%} of it and fell behind at "
                        f"{v['knee_rps'] / v['ceiling_rps']:.0%}" for r, v in knee) + no_sweep(views) + ".")
     return out[:5]
