@@ -128,6 +128,19 @@ def test_findings_box_gives_the_cliff_of_the_table_and_the_correction():
     assert any("admission limit" in b for b in found)
 
 
+def test_the_box_says_the_flat_top_is_not_the_models_term_only_where_the_plateau_claim_differs_below_it():
+    from inference_wall.schema import PUBLISHED_RIG
+
+    views, facts, verdict = _page_views()
+    if verdict.get(("plateau-gain", PUBLISHED_RIG)) != "differs":
+        pytest.skip("the A10G's plateau-gain claim does not differ")
+    assert any("the flat top is not that model's per-sequence term alone" in b for b in p03.key_findings(views, facts))
+    steeper = {**views, PUBLISHED_RIG: {**views[PUBLISHED_RIG], "gain_64_to_256_pct": 1000.0}}
+    said = p03.key_findings(steeper, facts)
+    assert not any("flat top is not" in b for b in said)
+    assert any("(claim plateau-gain: differs)" in b for b in said)
+
+
 def test_takeaways_mark_each_of_the_posts_four_with_the_data():
     from test_p01_words import readable
 

@@ -13,7 +13,8 @@ from ...schema import PUBLISHED_RIG
 from ..protocol import REFERENCE
 from .plan import MID_CAP, STEADY_SHARE
 from .view import MODEL_LABELS, added_sequence_ms, cliff_comparison, short_windows
-from .claims import REF_CAP, _batch_at
+from .claims import CLAIMS, REF_CAP, _batch_at
+from ...measure.claims import DIFFERS
 
 
 def short_window_words(table: pd.DataFrame) -> str:
@@ -130,9 +131,12 @@ def key_findings(views: dict[str, dict], facts: dict) -> list[str]:
                    "batch the traffic chose.")
     model = _model_gain_pct(pub)
     if pub.get("gain_64_to_256_pct") is not None and model is not None:
+        verdict = next(c for c in CLAIMS if c.id == "plateau-gain").evaluate(pub)["verdict"]
+        flatter = verdict == DIFFERS and pub["gain_64_to_256_pct"] < model
         out.append(f"From cap {MID_CAP} to cap {REF_CAP} the A10G gained {fmt(pub['gain_64_to_256_pct'])}% where "
-                   f"part 1's step model (the weight stream shared, a cost per sequence) predicts {fmt(model)}%: "
-                   "the flat top is not that model's per-sequence term alone.")
+                   f"part 1's step model (the weight stream shared, a cost per sequence) predicts {fmt(model)}%"
+                   + (": the flat top is not that model's per-sequence term alone." if flatter else
+                      f" (claim plateau-gain: {verdict})."))
     past = _past_ceiling(views)
     if past:
         out.append("Past the batch that fills a step, a larger cap cost throughput: " + "; ".join(
