@@ -230,6 +230,15 @@ def test_findings_speak_numbers_without_nan():
     assert not any("nan" in s.lower() for s in lines)
 
 
+def test_the_idle_time_is_said_to_grow_with_the_batch_only_where_it_does():
+    def said(view):
+        return next(s for s in p00.findings(view) if s.startswith("From 64 to 256 sequences"))
+    grows = synthetic_view()  # idle 0.5 ms at 64, 1.0 at 256
+    assert said(grows).endswith("GPU idle time, which grows with the batch.")
+    flat = synthetic_view(kernels256=18.9)  # idle 0.1 ms at 256: less than at 64
+    assert said(flat).endswith("which does not grow with the batch.")
+
+
 def test_numbers_have_three_figures():
     assert p00._n(3.9351) == "3.94"
     assert p00._n(13388.2) == "13,388"

@@ -96,7 +96,7 @@ def findings(view: dict) -> list[str]:
                    f"{_n(1000 * gdn)} us of it in the recurrent-state kernels (reading and writing its "
                    f"{_n(f['state_bytes_per_seq'] / 1e6)} MB state once at the measured bandwidth takes "
                    f"{_n(1000 * f['state_ms_per_seq'])} us) and {_n(1000 * idle)} us of GPU idle time, which "
-                   f"grows with the batch.")
+                   + ("grows with the batch." if idle > 0 else "does not grow with the batch."))
     except (Missing, KeyError, ZeroDivisionError, TypeError):
         pass
     mc = curve[curve["variant"] == main].set_index("batch") if len(curve) else pd.DataFrame()
