@@ -141,6 +141,16 @@ def test_the_box_says_the_flat_top_is_not_the_models_term_only_where_the_plateau
     assert any("(claim plateau-gain: differs)" in b for b in said)
 
 
+def test_the_ceiling_takeaway_says_a_cap_past_the_ceiling_cost_throughput_where_a_rig_lost_some():
+    views, facts, verdict = _page_views()
+    past = p03._past_ceiling(views)
+    if not past:
+        pytest.skip("no shown rig ran a cap past its ceiling cap")
+    _, said = p03.takeaways(views, facts, verdict)[1]
+    assert "a larger cap cost throughput, where the post has it buy nothing" in said
+    assert all(f"{r}'s cap {v['caps'][-1]:,.0f} made" in said for r, v in past)
+
+
 def test_takeaways_mark_each_of_the_posts_four_with_the_data():
     from test_p01_words import readable
 

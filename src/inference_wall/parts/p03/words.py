@@ -188,7 +188,7 @@ def takeaways(views: dict[str, dict], facts: dict, verdicts: pd.Series | None = 
             if pub.get("gain_64_to_256_pct") is not None and model is not None else "")
     more = ("; ".join(f"{r}'s cap {v['caps'][-1]:,.0f} made {100 * (1 - v['top_rps'] / v['ceiling_rps']):.0f}% less than "
                       f"its cap {v['ceiling_cap']:,.0f}" for r, v in past) + ": past the batch that fills a step, a "
-            "larger cap bought less, not nothing." if past else "")
+            "larger cap cost throughput, where the post has it buy nothing." if past else "")
     out.append(("The win has a ceiling: throughput climbs to a batch of about 64 and then flattens, because per-sequence "
                 "work, not the shared weight read, fills each step; a max_num_seqs past the batch that fills it buys "
                 "nothing.", (flat + more) or "Not measured on the rigs shown."))
