@@ -450,14 +450,15 @@ def test_the_findings_box_gives_each_finding_once_with_every_rig_and_drops_a_ver
     assert 3 <= len(bullets) <= 5
     for b in bullets[1:]:
         assert b.count("h200") == 1 and b.count("twin") == 1, b
-    queue = next(b for b in bullets if "short requests on the hybrid model" in b)
+    queue = next(b for b in bullets if "hybrid model" in b)
     assert queue.startswith("**Memory ran out as a queue, not as preemptions**") and "h200 and twin: " in queue
     short = twin.index[(twin["model"] == "main") & (twin["workload"] == "short")]
     evicted = twin.copy()
     evicted.loc[short[0], "preemptions"] = 3.0
     mixed = p04.key_findings({"h200": both["h200"], "twin": p04.rig_view(evicted, "twin")}, tables)
-    queue = next(b for b in mixed if "short requests on the hybrid model" in b)
+    queue = next(b for b in mixed if "hybrid model" in b)
     assert "not as preemptions" not in queue and "twin: 3 preemptions" in queue
+    assert queue.startswith("**Short requests on the hybrid model met preemptions:** h200: 0 preemptions")
 
 
 def test_sig_rounds_to_three_digits_keeps_counts_and_dashes_a_gap():

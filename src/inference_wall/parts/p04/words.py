@@ -173,8 +173,8 @@ def key_findings(views: dict[str, dict], tables: dict) -> list[str]:
     if costs:
         queue = all(c["preemptions"] == 0 for _, c in costs)
         out.append(("**Memory ran out as a queue, not as preemptions** (the post planned to make the server evict): "
-                    if queue else "**Short requests on the hybrid model, pool by pool:** ")
-                   + "short requests on the hybrid model, " + words.per_rig([(
+                    "short requests on the hybrid model, " if queue else
+                    "**Short requests on the hybrid model met preemptions:** ") + words.per_rig([(
                        rig, f"{sig(c['preemptions'])} preemptions on {c['pools']} pools from {sig(c['big_pool'])} to "
                             f"{sig(c['small_pool'])} pages; the pool set the running batch ({sig(c['big_running'])} "
                             f"to {sig(c['small_running'])}) and up to {sig(c['waiting_max'])} requests waited")
@@ -186,8 +186,8 @@ def key_findings(views: dict[str, dict], tables: dict) -> list[str]:
                         rig, f"output fell {sig(c['tok_fall'])}x ({sig(c['big_tok_s'])} to {sig(c['small_tok_s'])} "
                              f"tok/s) and median TTFT went from {sig(c['big_ttft_s'])} to {sig(c['small_ttft_s'])} s")
                         for rig, c in costs])
-                   + (f". Each flood was sized to its pool ({waves.pop()} waves of the admitted batch)." if len(waves) == 1
-                      else ". Each flood was sized to its pool."))
+                   + (f". Each flood was sized to its pool ({waves.pop()} waves of the admitted batch)."
+                      if len(waves) == 1 else ". Each flood was sized to its pool."))
     longs, dense = [], []
     for rig, view in views.items():
         t = floods(view["points"])
@@ -211,5 +211,6 @@ def key_findings(views: dict[str, dict], tables: dict) -> list[str]:
                    + (". Each preemption left one stall in its victim's stream." if one_each else "."))
     if dense:
         out.append(f"**A dense model preempts even short requests:** its pages hold {sig(dense[0][1]['block_size'])} "
-                   "tokens, so a request grows while it runs; " + words.per_rig([(rig, text) for rig, _, text in dense]) + ".")
+                   "tokens, so a request grows while it runs; "
+                   + words.per_rig([(rig, text) for rig, _, text in dense]) + ".")
     return out[:5]
