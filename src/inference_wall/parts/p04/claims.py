@@ -83,10 +83,22 @@ def _cost_applies(r: dict):
     return (1.0, math.inf)
 
 
+def stall_band(preemptions: float) -> tuple[int, float]:
+    """The stalls a pass of `preemptions` must show for one stall per preemption: from STALL_SHARE of them (repeats
+    on one request merge into one gap) to all of them."""
+    return (math.ceil(STALL_SHARE * float(preemptions)), float(preemptions))
+
+
+def one_stall_each(preemptions: float, stalls: float) -> bool:
+    """Whether `stalls` falls in stall_band(preemptions): the claim's band, for the page's sentences."""
+    lo, hi = stall_band(preemptions)
+    return not missing(stalls) and lo <= stalls <= hi
+
+
 def _stall_applies(r: dict):
     if not _preempting(r) or missing(r.get("ref_max_gap_ms")):
         return None
-    return (math.ceil(STALL_SHARE * r["preemptions"]), float(r["preemptions"]))
+    return stall_band(r["preemptions"])
 
 
 def stall_doubt(r: dict) -> str | None:

@@ -12,7 +12,7 @@ from ...measure.claims import missing
 from ...measure.steady import MIN_FLOOD_STEPS
 from .plan import DEFAULTS
 from .view import SHORT_PASS_S, floods, pool_cost, short_passes
-from .claims import STALL_SHARE, sig, stall_doubt
+from .claims import one_stall_each, sig, stall_doubt
 
 
 def steady_words(table: pd.DataFrame) -> str | None:
@@ -131,7 +131,7 @@ def _stall_text(r) -> str:
     if stalls > 0:
         pre = float(r.preemptions)
         text += f", {sig(r.stall_median_s)} s each at the median"
-        text += (": that is where a preemption's cost lands" if math.ceil(STALL_SHARE * pre) <= stalls <= pre else
+        text += (": that is where a preemption's cost lands" if one_stall_each(pre, stalls) else
                  f", for {sig(pre)} preemptions (not one stall each: see claim `preemption-stall`)")
     return text + "."
 
@@ -151,13 +151,6 @@ def _faster_text(pre: pd.DataFrame, calm: pd.DataFrame) -> str:
             f"{sig(ref.server_tok_per_step)} at {sig(ref.server_step_ms)} ms, so a step of the full batch cost "
             f"{sig(ref.server_step_ms / f.server_step_ms, 2)}x one of the preempted batch for "
             f"{sig(ref.server_tok_per_step / f.server_tok_per_step, 2)}x the tokens.")
-
-
-def _one_stall_each(pre: pd.DataFrame) -> bool:
-    """Every preempting pass left between STALL_SHARE of a stall and one stall per preemption (as _stall_text)."""
-    return bool(len(pre)) and all(
-        not missing(r.stalls) and math.ceil(STALL_SHARE * float(r.preemptions)) <= r.stalls <= float(r.preemptions)
-        for r in pre.itertuples())
 
 
 def key_findings(views: dict[str, dict], tables: dict) -> list[str]:
@@ -205,7 +198,7 @@ def key_findings(views: dict[str, dict], tables: dict) -> list[str]:
             dense.append((rig, r, f"at {sig(r['pool_pages'])} pages, {sig(r['preemptions'])} preemptions for "
                                   f"{sig(r['num_prompts'])} requests"))
     if longs:
-        one_each = all(_one_stall_each(pre) for _, pre, _ in longs)
+        one_each = all(one_stall_each(r.preemptions, r.stalls) for _, pre, _ in longs for r in pre.itertuples())
         out.append(f"**Long requests ({sig(a['long_out'])} tokens out) outgrow the pool:** "
                    + words.per_rig([(rig, text) for rig, _, text in longs])
                    + (". Each preemption left one stall in its victim's stream." if one_each else "."))
