@@ -146,13 +146,16 @@ def _check_untraced(table, steps):
     for r in table.itertuples():
         assert r.profiler_ratio == pytest.approx(r.traced_ttft_ms / r.untraced_ttft_ms)
         assert r.profiler_ratio > 0 and math.isfinite(r.profiler_ratio)
-        frac = 1 if r.budget == p02.OFF else r.budget / r.prompt_len
-        assert r.prefill_share_ms == pytest.approx(r.prefill_ms * frac)
+        if r.budget == p02.OFF:
+            assert r.prefill_share_ms == pytest.approx(r.prefill_ms) == pytest.approx(r.solo_share_ms)
         assert r.non_kernel_ms_min == pytest.approx(max(r.chunk_step_ms - r.busy_per_chunk_step_ms, 0.0))
         if r.budget != p02.OFF:
             at = steps[(steps["budget"] == r.budget) & (steps["prompt_len"] == r.prompt_len)]
             assert r.chunk_step_ms == pytest.approx(float(at["mean_step_ms"].iloc[0]))
             assert r.solo_chunk_step_ms == pytest.approx(float(at["solo_chunk_step_ms"].iloc[0]))
+            # each share over the steps of the step it is set against: the stream's steps and the solo run's
+            assert r.prefill_share_ms == pytest.approx(r.prefill_ms / float(at["steps"].iloc[0]))
+            assert r.solo_share_ms == pytest.approx(r.prefill_ms / float(at["solo_steps"].iloc[0]))
         else:
             assert r.solo_chunk_step_ms == pytest.approx(r.prefill_ms)  # alone, unchunked: one step, the prefill
 
@@ -201,7 +204,7 @@ def test_the_floor_of_a_chunk_step_is_set_against_the_same_budgets_chunk_step_al
     floors = []
     for model in ms.models_of(h200_all, "h200"):
         r = h200_all[(h200_all["model"] == model) & (h200_all["budget"] == 512)].iloc[0]
-        floor = r.solo_chunk_step_ms - r.prefill_share_ms > r.decode_itl_ms
+        floor = r.solo_chunk_step_ms - r.solo_share_ms > r.decode_itl_ms
         floors.append(floor)
         words = ms.mixed_words(h200_all, "h200", model)[-1]
         assert f"a chunk step took {ms.sig(r.solo_chunk_step_ms)} ms" in words

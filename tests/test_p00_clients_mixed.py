@@ -197,7 +197,7 @@ def mixed_rows() -> pd.DataFrame:
     def row(model, source, budget, chunk, share, itl, solo):
         r = dict.fromkeys(ms.COLUMNS, math.nan)
         r.update(rig="r", model=model, source=source, config=p02.config_label(budget), budget=budget, prompt_len=16384,
-                 chunk_step_ms=chunk, prefill_share_ms=share, decode_itl_ms=itl, solo_chunk_step_ms=solo,
+                 chunk_step_ms=chunk, prefill_share_ms=share, solo_share_ms=share, decode_itl_ms=itl, solo_chunk_step_ms=solo,
                  riding_ms=chunk - solo, sum_ms=solo + itl, step_over_sum=chunk / (solo + itl))
         return r
     return pd.DataFrame([row("qwen3.5-4b", ms.PART2, 512, 20.0, 8.0, 6.0, 17.0),
@@ -216,7 +216,7 @@ def test_the_sum_words_set_each_models_chunk_step_against_its_chunk_step_alone_p
     assert ms.models_of(mixed_rows(), "r") == ["qwen3.5-4b", "qwen2.5-0.5b"]
     assert ms.sum_words(mixed_rows(), "other") is None
     near = mixed_rows()
-    near.loc[near["budget"] == 512, "solo_chunk_step_ms"] = near["prefill_share_ms"] + 1  # alone: about its share
+    near.loc[near["budget"] == 512, "solo_chunk_step_ms"] = near["solo_share_ms"] + 1  # alone: about its share
     assert "floor belongs" not in ms.sum_words(near, "r")
 
 

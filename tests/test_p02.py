@@ -232,7 +232,7 @@ def test_chunk_step_is_priced_against_its_share_of_the_unchunked_prefill():
     assert row.share_ms == pytest.approx(1000 / 16) and row.extra_ms == pytest.approx(200 - 1000 / 16)
     assert "most of such a step is not its share" in p02.chunk_step_note(table, inj)
     cheap = _injections(1005, 70, budget=512, ttft_on=16 * 65, length=8192)  # a step costs about its share
-    assert "costs about its share" in p02.chunk_step_note(p02.chunk_step_table(cheap), cheap)
+    assert "most of such a step is its share" in p02.chunk_step_note(p02.chunk_step_table(cheap), cheap)
     assert not len(p02.chunk_step_table(inj[inj["budget"] > 0]))  # no unchunked prefill to price a share against
 
 
@@ -252,6 +252,13 @@ def test_chunk_step_is_set_against_the_same_budgets_chunk_step_alone():
     # alone, a step costs about its share: no floor of chunked prefill's own is claimed
     inj.loc[inj["budget"] == 512, "solo_ttft_ms"] = 1005
     assert "floor belongs" not in p02.chunk_step_note(p02.chunk_step_table(inj), inj)
+    # the stream took 17 steps and the prompt alone 16: each step is set against the prefill over its own steps
+    inj = inj.assign(prefill_steps=inj["prefill_steps"].where(inj["budget"] == 0, 17.0))
+    inj.loc[inj["budget"] == 512, "solo_ttft_ms"] = 16 * 190
+    (row,) = p02.chunk_step_table(inj).itertuples()
+    assert row.share_ms == pytest.approx(1000 / 17) and row.solo_share_ms == pytest.approx(1000 / 16)
+    note = p02.chunk_step_note(p02.chunk_step_table(inj), inj)
+    assert f"{p02.fmt_num(190 / (1000 / 16))}x the unchunked prefill over those steps ({p02.fmt_num(1000 / 16)} ms)" in note
 
 
 def test_the_h200_chunk_step_alone_sits_far_above_its_share():
@@ -263,7 +270,7 @@ def test_the_h200_chunk_step_alone_sits_far_above_its_share():
     note = p02.chunk_step_note(table, inj)
     base = float(inj[inj["rig"] == "h200"]["baseline_itl_ms"].median())
     r = small.iloc[0]
-    assert ("the floor belongs to chunked prefill itself" in note) == bool(r.solo_chunk_step_ms - r.share_ms > base), note
+    assert ("the floor belongs to chunked prefill itself" in note) == bool(r.solo_chunk_step_ms - r.solo_share_ms > base), note
     assert "the floor belongs to chunked prefill itself on this rig" in p02.chunk_step_note(table, inj)
 
 
@@ -516,6 +523,21 @@ def test_the_step_chart_draws_only_steps_the_iteration_log_timed():
     cpu = p02.injection_table(None, ["cpu-tiny"])
     if len(cpu) and p02.steps_timed(cpu).all():  # a synchronous rig's steps are drawn
         assert len(p02.timeline_table(None, "cpu-tiny"))
+
+
+def test_the_step_chart_falls_to_a_timed_rig_and_its_absence_names_every_rig_shown():
+    # h100 and h200 both scheduled asynchronously: no chart, and the note names both rigs, not the first alone
+    rigs = ["h100", "h200"]
+    if not all(len(p02.injection_table(None, [r])) for r in rigs):
+        pytest.skip("needs part 2's h100 and h200 points")
+    rig, steps = p02.step_chart(None, rigs, 32768)
+    assert rig is None and not len(steps)
+    note = p02.untimed_steps_note(rigs)
+    assert "h100 and h200: their servers" in note
+    assert "for h200: its servers" in p02.untimed_steps_note(["h200"])
+    cpu = p02.injection_table(None, ["cpu-tiny"])
+    if len(cpu) and p02.steps_timed(cpu).all():  # a timed rig after untimed ones is the one drawn
+        assert p02.step_chart(None, ["h200", "cpu-tiny"])[0] == "cpu-tiny"
 
 
 def test_findings_box_places_the_posts_shrink_as_not_comparable():

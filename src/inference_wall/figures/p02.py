@@ -89,10 +89,12 @@ def ttft_vs_freeze(freezes: pd.DataFrame) -> alt.FacetChart:
     lengths = sorted(int(v) for v in freezes["prompt_len"].unique())
     data = freezes.assign(prompt=freezes["prompt_len"].map(lambda n: f"{int(n):,}"))
     chart = alt.Chart(data).mark_point(filled=True, size=70).encode(
-        x=alt.X("freeze_ms:Q", title="freeze of the background (ms, log)", scale=alt.Scale(type="log")),
-        y=alt.Y("ttft_ms:Q", title="the long prompt's TTFT (ms, log)", scale=alt.Scale(type="log")),
-        color=config_color(freezes),
-        shape=alt.Shape("prompt:N", title="Long prompt (tokens)", sort=[f"{n:,}" for n in lengths]),
+        x=figures.log_x("freeze_ms", "freeze of the background (ms)", ticks=figures.log_ticks(freezes["freeze_ms"])),
+        y=figures.log_y("ttft_ms", "the long prompt's TTFT (ms)", ticks=figures.log_ticks(freezes["ttft_ms"])),
+        # two legends: each a column of its own, so that together they are no wider than a phone's column
+        color=config_color(freezes, legend=alt.Legend(direction="vertical", columns=1)),
+        shape=alt.Shape("prompt:N", title="Long prompt (tokens)", sort=[f"{n:,}" for n in lengths],
+                        legend=alt.Legend(direction="vertical", columns=1)),
         tooltip=figures.tooltips(["config", "prompt_len", "freeze_ms", "ttft_ms", "solo_ttft_ms"], labels=LABELS,
                                  data=freezes))
     return chart.facet(column=alt.Column("rig:N", title=None)).resolve_scale(x="independent", y="independent")

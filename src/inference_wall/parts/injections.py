@@ -167,8 +167,8 @@ FLOOR_IS_CHUNKED_PREFILL = "the floor belongs to chunked prefill itself on this 
 
 def floor_is_chunked_prefill(solo_chunk_step_ms, share_ms, decode_step_ms) -> bool:
     """Whether a chunk step's floor is chunked prefill's own: the chunk step alone on the idle server (no decodes beside
-    it, the same budget) sits above its share of the unchunked prefill by more than one decode step, the most that
-    carrying the decodes could explain. False where any of the three is unknown (NaN or None): no verdict without its
+    it, the same budget) sits above its share of the unchunked prefill (over the same solo steps: chunk_step_table's
+    `solo_share_ms`) by more than one decode step, the most that carrying the decodes could explain. False where any of the three is unknown (NaN or None): no verdict without its
     measurements."""
     vals = [solo_chunk_step_ms, share_ms, decode_step_ms]
     if any(v is None or not math.isfinite(float(v)) for v in vals):
@@ -183,11 +183,13 @@ def chunk_step_table(injections: pd.DataFrame) -> pd.DataFrame:
     unchunked prefill over the same number of steps (its solo TTFT with chunking off / steps: what a step would cost
     if a chunk cost only its share of the whole prefill) and the rest, per step. Beside them the same point's solo
     chunk step (`solo_chunk_step_ms`: the prompt alone on the idle server at the same budget, its TTFT over the
-    `solo_steps` the log shows carrying it: what a chunk step costs with no decodes beside it), `riding_ms` (the mean step less
-    that: what the decodes riding along added) and the background's gap between tokens (`decode_ms`, one decode step
-    of the same background)."""
+    `solo_steps` the log shows carrying it: what a chunk step costs with no decodes beside it) and its own share
+    (`solo_share_ms`: the unchunked prefill over those `solo_steps`; a share is always over the steps of the step it
+    is set against, so that step over its share is that run's TTFT over the unchunked prefill), `riding_ms` (the mean
+    step less the solo chunk step: what the decodes riding along added) and the background's gap between tokens
+    (`decode_ms`, one decode step of the same background)."""
     cols = ["rig", "config", "budget", "prompt_len", "steps", "mean_step_ms", "share_ms", "extra_ms",
-            "solo_steps", "solo_chunk_step_ms", "riding_ms", "decode_ms", "freeze_ms"]
+            "solo_steps", "solo_chunk_step_ms", "solo_share_ms", "riding_ms", "decode_ms", "freeze_ms"]
     f = injections.dropna(subset=["freeze_ms"])
     f = f[f["prefill_steps"] > 0].assign(mean_step_ms=lambda d: d["ttft_ms"] / d["prefill_steps"])
     solo_steps = f["solo_prefill_steps"] if "solo_prefill_steps" in f else pd.Series(float("nan"), index=f.index)
@@ -201,6 +203,7 @@ def chunk_step_table(injections: pd.DataFrame) -> pd.DataFrame:
     out = g[(g["budget"] != OFF) & (g["budget"] < g["prompt_len"])].merge(off, on=["rig", "prompt_len"])
     out["share_ms"] = out["off_solo_ms"] / out["steps"]
     out["extra_ms"] = out["mean_step_ms"] - out["share_ms"]
+    out["solo_share_ms"] = out["off_solo_ms"] / out["solo_steps"].where(out["solo_steps"] > 0)
     out["riding_ms"] = out["mean_step_ms"] - out["solo_chunk_step_ms"]
     out.insert(1, "config", out["budget"].map(config_label))
     return by_config(out)[cols] if len(out) else pd.DataFrame(columns=cols)

@@ -34,14 +34,17 @@ and after its last token) that these counts leave out.
 Beside it, from part 2's untraced measured injections of the same prompt length and budget (injections.injection_table,
 injections.chunk_step_table): `chunk_step_ms`, the mean step that carried the prompt (its TTFT in the stream over those
 steps; with chunking off the one step), `prefill_ms`, the prompt's unchunked prefill (its TTFT alone on the idle
-server with chunking off), and `prefill_share_ms` = prefill_ms x budget / prompt_len (the whole of it with chunking
-off): what a chunk would cost if it cost only its share of the prefill; `step_over_share` = chunk_step_ms /
-prefill_share_ms; `non_kernel_ms_min` = chunk_step_ms - busy_per_chunk_step_ms, or 0 where that is negative (the bound then
+server with chunking off), and `prefill_share_ms` = prefill_ms over the steps that carried the prompt
+(injections.chunk_step_table's `share_ms`; the whole of it with chunking off): what a chunk would cost if it cost only
+its share of the prefill; `step_over_share` = chunk_step_ms / prefill_share_ms (the prompt's TTFT in the stream over
+its unchunked prefill); `non_kernel_ms_min` = chunk_step_ms - busy_per_chunk_step_ms, or 0 where that is negative (the bound then
 says nothing): the least of the untraced step that is not kernel time, if its kernels ran no longer untraced than
 traced (not measured). The profiler lengthens what it records:
 `profiler_ratio` = the traced prompt's TTFT / the median untraced TTFT (`untraced_ttft_ms`) at the same length and
 budget. `solo_chunk_step_ms`: the same point's chunk step alone (injections.chunk_step_table: the prompt alone on the idle
-server at the same budget, its TTFT over the steps the log shows carrying it; with chunking off the unchunked prefill);
+server at the same budget, its TTFT over the steps the log shows carrying it; with chunking off the unchunked prefill)
+and `solo_share_ms`, the unchunked prefill over those same solo steps (chunk_step_table's `solo_share_ms`), what it
+is set against;
 `riding_ms` = chunk_step_ms - solo_chunk_step_ms (what the decodes riding along added);
 `sum_ms` = solo_chunk_step_ms + decode_itl_ms (a chunk step alone and one decode step of the same background) and
 `step_over_sum` = chunk_step_ms / sum_ms: what carrying both in one step costs against doing each alone.
@@ -84,8 +87,8 @@ COLUMNS = (["rig", "model", "source", "config", "budget", "prompt_len", "span_ms
               "busy_per_step_ms", "busy_per_chunk_step_ms"]
            + [f"{k}_per_step_ms" for k in FAMILY_KEYS.values()]
            + ["traced_ttft_ms", "untraced_ttft_ms", "profiler_ratio", "chunk_step_ms", "prefill_ms",
-              "prefill_share_ms", "step_over_share", "non_kernel_ms_min", "solo_chunk_step_ms", "riding_ms", "decode_itl_ms",
-              "sum_ms", "step_over_sum"])
+              "prefill_share_ms", "step_over_share", "non_kernel_ms_min", "solo_chunk_step_ms", "solo_share_ms", "riding_ms",
+              "decode_itl_ms", "sum_ms", "step_over_sum"])
 
 # what the page shows (the lead picks): the window, the split per step, the untraced step against its share
 PAGE_COLUMNS = ["model", "config", "span_ms", "busy_ms", "busy_pct", "steps", "busy_per_step_ms", "busy_per_chunk_step_ms",
@@ -154,14 +157,13 @@ def _untraced(inj: pd.DataFrame, steps: pd.DataFrame, rig: str, budget: int, n: 
     if budget == OFF:  # the one step that carried the whole prompt: chunk_step_table's definition
         carried = same[same["prefill_steps"] > 0]
         step = float((carried["ttft_ms"] / carried["prefill_steps"]).median()) if len(carried) else math.nan
-        solo = prefill  # alone, the whole prompt in one step
-    else:
+        solo = share = solo_share = prefill  # alone, the whole prompt in one step
+    else:  # each share over the steps of the step it is set against (chunk_step_table's)
         at = steps[(steps["rig"] == rig) & (steps["budget"] == budget) & (steps["prompt_len"] == n)]
-        step = float(at["mean_step_ms"].iloc[0]) if len(at) else math.nan
-        solo = float(at["solo_chunk_step_ms"].iloc[0]) if len(at) else math.nan
+        step, solo, share, solo_share = (float(at[c].iloc[0]) if len(at) else math.nan for c in
+                                         ("mean_step_ms", "solo_chunk_step_ms", "share_ms", "solo_share_ms"))
     return {"untraced_ttft_ms": float(same["ttft_ms"].median()) if len(same) else math.nan, "chunk_step_ms": step,
-            "prefill_ms": prefill, "solo_chunk_step_ms": solo,
-            "prefill_share_ms": prefill * (min(budget, n) if budget != OFF else n) / n,
+            "prefill_ms": prefill, "solo_chunk_step_ms": solo, "prefill_share_ms": share, "solo_share_ms": solo_share,
             "decode_itl_ms": float(same["baseline_itl_ms"].median()) if len(same) else math.nan}
 
 
@@ -303,7 +305,7 @@ def mixed_words(table: pd.DataFrame, rig: str | None = None, model: str | None =
             riding = small.riding_ms
             s += (f". Alone on the idle server at the same budget (no decodes beside it) a chunk step took {sig(solo)} ms"
                   + (f": {injections.FLOOR_IS_CHUNKED_PREFILL}" if injections.floor_is_chunked_prefill(
-                      solo, small.prefill_share_ms, small.decode_itl_ms) else "")
+                      solo, small.solo_share_ms, small.decode_itl_ms) else "")
                   + f", and the decodes riding along {'added' if riding >= 0 else 'took away'} {sig(abs(riding))} ms "
                   f"against one decode step of {sig(small.decode_itl_ms)} ms")
         out.append(s + "." + (f" {alone}" if alone else ""))
@@ -330,9 +332,9 @@ def sum_words(table: pd.DataFrame, rig: str, alone: str | None = None) -> str | 
         r = t.iloc[0]
         parts.append(f"on the {model} at budget {int(r.budget):,}, {sig(r.chunk_step_ms)} ms against "
                      f"{sig(r.solo_chunk_step_ms)} + {sig(r.decode_itl_ms)} = {sig(r.sum_ms)} ms ({sig(r.step_over_sum)}x)"
-                     f", the step alone {sig(r.solo_chunk_step_ms / r.prefill_share_ms)}x its "
-                     f"{sig(r.prefill_share_ms)} ms share of the unchunked prefill")
-        floors.append(injections.floor_is_chunked_prefill(r.solo_chunk_step_ms, r.prefill_share_ms, r.decode_itl_ms))
+                     f", the step alone {sig(r.solo_chunk_step_ms / r.solo_share_ms)}x its "
+                     f"{sig(r.solo_share_ms)} ms share of the unchunked prefill")
+        floors.append(injections.floor_is_chunked_prefill(r.solo_chunk_step_ms, r.solo_share_ms, r.decode_itl_ms))
     if not parts:
         return None
     said = (f"On {rig}, a step that carried a chunk beside the background's decodes against the sum of the same "

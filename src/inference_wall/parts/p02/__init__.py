@@ -20,8 +20,8 @@ from .plan import (  # noqa: F401 (the part's names, as before the folder)
 from .tables import (  # noqa: F401 (the part's names, as before the folder)
     INJECTION_COLUMNS, _async_by_session, _by_config, _injections, _steps, _ttft_ms, a10g_inputs, clock_table,
     config_label, floor_freeze_ms, floor_table, freeze_table, injection_table, injections_of, knee_table,
-    matmul_params, measured_points, point_injections, protocol_tables, reference_view, roofline_table, steps_timed,
-    timeline_table, token_timeline, trace_note, trace_table, trace_unsupported)
+    matmul_params, measured_points, point_injections, protocol_tables, reference_view, roofline_table, step_chart,
+    steps_timed, timeline_table, token_timeline, trace_note, trace_table, trace_unsupported)
 from .view import (  # noqa: F401 (the part's names, as before the folder)
     chunk_step_table, comparable_length, has_freezes, implied_prompt_len, protocol_view, rig_view, with_reference)
 from .claims import (  # noqa: F401 (the part's names, as before the folder)
@@ -30,7 +30,7 @@ from .claims import (  # noqa: F401 (the part's names, as before the folder)
     predicted_freeze)
 from .words import (  # noqa: F401 (the part's names, as before the folder)
     chunk_step_note, clock_note, findings, key_findings, knee_findings, no_data_note, page_box, rig_findings,
-    trade_words)
+    trade_words, untimed_steps_note)
 
 # its knee points read part 1's knee from the data dir
 PART = Part(NAME, DEFAULTS, plan, tables=protocol_tables, view=protocol_view, findings=rig_findings,

@@ -90,6 +90,16 @@ def timeline_table(data_dir=None, rig: str | None = None, prompt_len: int | None
                                                  "ctx_tokens", "gen_tokens", "gen_reqs", "long_prompt"]]
 
 
+def step_chart(data_dir, rigs: list[str], prompt_len: int | None = None) -> tuple[str | None, pd.DataFrame]:
+    """The page's step chart: the first of `rigs` whose iteration log times its steps (timeline_table), and its
+    steps around the first injection of `prompt_len`; None and an empty table where no rig's does."""
+    for rig in rigs:
+        steps = timeline_table(data_dir, rig, prompt_len)
+        if len(steps):
+            return rig, steps
+    return None, pd.DataFrame()
+
+
 def token_timeline(data_dir=None, rig: str | None = None, prompt_len: int | None = None, injection_no: int = 0,
                    before_s: float = 0.5, after_s: float = 0.5, max_streams: int = 6) -> pd.DataFrame:
     """Background tokens around one injection, per configuration, in ms from the long prompt's send (row per token;

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...measure.claims import fmt_num
-from ...words import per_rig
+from ...words import join_and, per_rig
 from ..injections import FLOOR_IS_CHUNKED_PREFILL, floor_is_chunked_prefill
 from ..protocol import REFERENCE
 from .plan import A10G_BUDGET, OFF
@@ -50,6 +50,14 @@ def no_data_note() -> str:
     return ("**Not measured yet.** No rig shown on this page has run part 2's freeze points. `make reproduce PART=2 RIG=<rig>` runs it "
             "(on the H200: see `gpu/README.md`); the CPU test rig's run is on the [method page](../book/method.md), "
             "where it only shows that the path works.")
+
+
+def untimed_steps_note(rigs: list[str]) -> str:
+    """Why the step chart is missing for `rigs` (servers that scheduled asynchronously), naming every one."""
+    its = "its" if len(rigs) == 1 else "their"
+    return (f"*No step chart for {join_and(rigs)}: {its} servers scheduled asynchronously, and there vLLM's iteration "
+            "log times the engine's wait for a step's result, not the step, so no step here has a time to draw. The "
+            "log still counts the steps that carried the prompt (on the evidence page).*")
 
 
 def findings(freezes: pd.DataFrame, rig: str) -> str:
@@ -159,8 +167,9 @@ def chunk_step_note(steps: pd.DataFrame, injections: pd.DataFrame) -> str:
             riding = float(small.riding_ms)
             line += (f". Alone on the idle server at the same budget a chunk step took {fmt_num(solo)} ms (the "
                      f"prompt's solo TTFT over the {small.solo_steps:.0f} steps that carried it), "
-                     f"{fmt_num(solo / small.share_ms)}x its share")
-            if floor_is_chunked_prefill(solo, small.share_ms, base):
+                     f"{fmt_num(solo / small.solo_share_ms)}x the unchunked prefill over those steps "
+                     f"({fmt_num(small.solo_share_ms)} ms)")
+            if floor_is_chunked_prefill(solo, small.solo_share_ms, base):
                 line += f": {FLOOR_IS_CHUNKED_PREFILL}, not to the decodes beside it"
             line += (f"; beside the background's decodes the step took {fmt_num(abs(riding))} ms "
                      f"{'more' if riding >= 0 else 'less'} than alone ({small.steps:.0f} steps there), against one "
@@ -169,7 +178,7 @@ def chunk_step_note(steps: pd.DataFrame, injections: pd.DataFrame) -> str:
             line += f", {small.extra_ms / base:.1f}x the background's ordinary gap between tokens ({fmt_num(base)} ms)"
         said = ("most of such a step is not its share of the prompt, so a smaller budget no longer shrinks the freeze "
                 "much, and the long prompt's TTFT grows with the number of steps." if small.extra_ms > small.share_ms
-                else "a chunk step costs about its share of the prompt, so the freeze shrinks with the budget.")
+                else "most of such a step is its share of the prompt, so the freeze shrinks with the budget.")
         line += (". " + said[0].upper() + said[1:]) if known else (": " + said)
         if known:
             line += (" The profiler windows here hold the background's decodes beside every chunk, so they do not say "
