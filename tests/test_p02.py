@@ -525,6 +525,13 @@ def test_the_step_chart_draws_only_steps_the_iteration_log_timed():
         assert len(p02.timeline_table(None, "cpu-tiny"))
 
 
+def test_the_example_rig_is_the_one_that_ran_the_most_configurations():
+    freezes = pd.DataFrame({"rig": ["a", "a", "b", "b", "b"], "budget": [0, 2048, 0, 2048, 512]})
+    assert p02.fullest_rig(freezes, ["a", "b"]) == "b"  # not the first shown: the one with every budget
+    assert p02.fullest_rig(freezes[freezes["budget"] != 512], ["a", "b"]) == "a"  # a tie: the first shown
+    assert p02.fullest_rig(freezes, []) is None
+
+
 def test_the_step_chart_falls_to_a_timed_rig_and_its_absence_names_every_rig_shown():
     # h100 and h200 both scheduled asynchronously: no chart, and the note names both rigs, not the first alone
     rigs = ["h100", "h200"]

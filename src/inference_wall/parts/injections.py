@@ -168,8 +168,8 @@ FLOOR_IS_CHUNKED_PREFILL = "the floor belongs to chunked prefill itself on this 
 def floor_is_chunked_prefill(solo_chunk_step_ms, share_ms, decode_step_ms) -> bool:
     """Whether a chunk step's floor is chunked prefill's own: the chunk step alone on the idle server (no decodes beside
     it, the same budget) sits above its share of the unchunked prefill (over the same solo steps: chunk_step_table's
-    `solo_share_ms`) by more than one decode step, the most that carrying the decodes could explain. False where any of the three is unknown (NaN or None): no verdict without its
-    measurements."""
+    `solo_share_ms`) by more than one decode step, the most that carrying the decodes could explain. False where any
+    of the three is unknown (NaN or None): no verdict without its measurements."""
     vals = [solo_chunk_step_ms, share_ms, decode_step_ms]
     if any(v is None or not math.isfinite(float(v)) for v in vals):
         return False

@@ -37,8 +37,8 @@ steps; with chunking off the one step), `prefill_ms`, the prompt's unchunked pre
 server with chunking off), and `prefill_share_ms` = prefill_ms over the steps that carried the prompt
 (injections.chunk_step_table's `share_ms`; the whole of it with chunking off): what a chunk would cost if it cost only
 its share of the prefill; `step_over_share` = chunk_step_ms / prefill_share_ms (the prompt's TTFT in the stream over
-its unchunked prefill); `non_kernel_ms_min` = chunk_step_ms - busy_per_chunk_step_ms, or 0 where that is negative (the bound then
-says nothing): the least of the untraced step that is not kernel time, if its kernels ran no longer untraced than
+its unchunked prefill); `non_kernel_ms_min` = chunk_step_ms - busy_per_chunk_step_ms, or 0 where that is negative
+(the bound then says nothing): the least of the untraced step that is not kernel time, if its kernels ran no longer untraced than
 traced (not measured). The profiler lengthens what it records:
 `profiler_ratio` = the traced prompt's TTFT / the median untraced TTFT (`untraced_ttft_ms`) at the same length and
 budget. `solo_chunk_step_ms`: the same point's chunk step alone (injections.chunk_step_table: the prompt alone on the idle

@@ -23,7 +23,8 @@ from .tables import (  # noqa: F401 (the part's names, as before the folder)
     matmul_params, measured_points, point_injections, protocol_tables, reference_view, roofline_table, step_chart,
     steps_timed, timeline_table, token_timeline, trace_note, trace_table, trace_unsupported)
 from .view import (  # noqa: F401 (the part's names, as before the folder)
-    chunk_step_table, comparable_length, has_freezes, implied_prompt_len, protocol_view, rig_view, with_reference)
+    chunk_step_table, comparable_length, fullest_rig, has_freezes, implied_prompt_len, protocol_view, rig_view,
+    with_reference)
 from .claims import (  # noqa: F401 (the part's names, as before the folder)
     CLAIMS, NOT_COMPARABLE, OTHER_CLAIMS, _LengthFreeClaim, _chunk_step, _fmt, _freeze_chunked, _freeze_off_at,
     _freeze_off_side, _published_shrink, _shrink, claims_for, freeze_is_prefill, length_id, lessons, page_claims,

@@ -21,6 +21,12 @@ def comparable_length(frame: pd.DataFrame, rig: str) -> int | None:
     return int(max(both)) if both else (int(max(off)) if off else None)
 
 
+def fullest_rig(freezes: pd.DataFrame, rigs: list[str]) -> str | None:
+    """The page's example rig: of `rigs`, the one with the most configurations measured (the first of those in
+    `rigs`' order), so that the example shows every budget a rig ran; None without rigs."""
+    return max(rigs, key=lambda r: freezes[freezes["rig"] == r]["budget"].nunique(), default=None)
+
+
 def rig_view(injections: pd.DataFrame, rig: str, claim_budget: int = A10G_BUDGET) -> dict:
     """What the claims need about one rig. `off`: at its longest prompt measured with chunking off (`prompt_len`),
     where the prefill dominates every other cost; `off_cmp` and `chunked`: at the longest prompt measured both off and
