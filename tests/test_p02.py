@@ -532,6 +532,16 @@ def test_the_example_rig_is_the_one_that_ran_the_most_configurations():
     assert p02.fullest_rig(freezes, []) is None
 
 
+def test_a_configuration_a_rig_has_not_run_is_named_under_the_chart():
+    freezes = pd.DataFrame({"rig": ["a", "a", "b", "b", "b"], "budget": [0, 2048, 0, 2048, 512]})
+    note = p02.unrun_note(freezes, {"a": [0, 2048, 512], "b": [0, 2048, 512]})
+    assert note.startswith("*Not run yet on a: chunked, budget 512. `make reproduce PART=2 RIG=a` runs")
+    assert "on b" not in note
+    assert p02.unrun_note(freezes, {"a": [0, 2048], "b": [0, 2048, 512]}) is None  # every rig ran its plan
+    # each rig's plan is its profile's: the h200 and the h100 plan the same four configurations
+    assert p02.plan_budgets(["h100", "h200"]) == {"h100": p02.DEFAULTS["budgets"], "h200": p02.DEFAULTS["budgets"]}
+
+
 def test_the_step_chart_falls_to_a_timed_rig_and_its_absence_names_every_rig_shown():
     # h100 and h200 both scheduled asynchronously: no chart, and the note names both rigs, not the first alone
     rigs = ["h100", "h200"]

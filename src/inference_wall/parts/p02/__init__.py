@@ -15,8 +15,8 @@ from ...measure.claims import fmt_num  # noqa: F401 (re-exported)
 from ...measure import freeze  # noqa: F401 (re-exported)
 from .plan import (  # noqa: F401 (the part's names, as before the folder)
     A10G_BUDGET, BIG_GPU_GIB, DEFAULTS, H200_BUDGET, NAME, NOTEBOOK, OFF, check, config_name, knee_budgets,
-    knee_points, max_model_len, part1_knee, plan, point_name, session_args, token_range, trace_dir, trace_length,
-    trace_point)
+    knee_points, max_model_len, part1_knee, plan, plan_budgets, point_name, session_args, token_range, trace_dir,
+    trace_length, trace_point)
 from .tables import (  # noqa: F401 (the part's names, as before the folder)
     INJECTION_COLUMNS, _async_by_session, _by_config, _injections, _steps, _ttft_ms, a10g_inputs, clock_table,
     config_label, floor_freeze_ms, floor_table, freeze_table, injection_table, injections_of, knee_table,
@@ -31,7 +31,7 @@ from .claims import (  # noqa: F401 (the part's names, as before the folder)
     predicted_freeze)
 from .words import (  # noqa: F401 (the part's names, as before the folder)
     chunk_step_note, clock_note, findings, key_findings, knee_findings, no_data_note, page_box, rig_findings,
-    trade_words, untimed_steps_note)
+    trade_words, unrun_note, untimed_steps_note)
 
 # its knee points read part 1's knee from the data dir
 PART = Part(NAME, DEFAULTS, plan, tables=protocol_tables, view=protocol_view, findings=rig_findings,

@@ -6,7 +6,7 @@ import pandas as pd
 
 from ...measure.claims import fmt_num
 from ...words import join_and, per_rig
-from ..injections import FLOOR_IS_CHUNKED_PREFILL, floor_is_chunked_prefill
+from ..injections import FLOOR_IS_CHUNKED_PREFILL, config_label, floor_is_chunked_prefill
 from ..protocol import REFERENCE
 from .plan import A10G_BUDGET, OFF
 from .view import comparable_length
@@ -50,6 +50,19 @@ def no_data_note() -> str:
     return ("**Not measured yet.** No rig shown on this page has run part 2's freeze points. `make reproduce PART=2 RIG=<rig>` runs it "
             "(on the H200: see `gpu/README.md`); the CPU test rig's run is on the [method page](../book/method.md), "
             "where it only shows that the path works.")
+
+
+def unrun_note(freezes: pd.DataFrame, budgets: dict[str, list[int]]) -> str | None:
+    """The configurations of each rig's plan (`budgets`: rig -> its plan's budgets, 0 for chunking off) with no freeze
+    point, so that a panel without a configuration says why; None where every rig ran all of its plan's."""
+    left = [(rig, [config_label(b) for b in plan if not ((freezes["rig"] == rig) & (freezes["budget"] == b)).any()])
+            for rig, plan in budgets.items()]
+    said = [(rig, f"on {rig}: {join_and(configs)}") for rig, configs in left if configs]
+    if not said:
+        return None
+    rig = said[0][0] if len(said) == 1 else "<rig>"
+    return (f"*Not run yet {'; '.join(text for _, text in said)}. `make reproduce PART=2 RIG={rig}` runs what is "
+            "left and keeps the points already complete.*")
 
 
 def untimed_steps_note(rigs: list[str]) -> str:
