@@ -15,13 +15,13 @@ from ...measure.claims import fmt_num  # noqa: F401 (re-exported)
 from ...measure import freeze  # noqa: F401 (re-exported)
 from .plan import (  # noqa: F401 (the part's names, as before the folder)
     A10G_BUDGET, BIG_GPU_GIB, DEFAULTS, H200_BUDGET, NAME, NOTEBOOK, OFF, check, config_name, knee_budgets,
-    knee_points, max_model_len, part1_knee, plan, plan_budgets, point_name, session_args, token_range, trace_dir,
+    knee_points, max_model_len, part1_knee, plan, point_name, session_args, token_range, trace_dir,
     trace_length, trace_point)
 from .tables import (  # noqa: F401 (the part's names, as before the folder)
     INJECTION_COLUMNS, _async_by_session, _by_config, _injections, _steps, _ttft_ms, a10g_inputs, clock_table,
     config_label, floor_freeze_ms, floor_table, freeze_table, injection_table, injections_of, knee_table,
-    matmul_params, measured_points, point_injections, protocol_tables, reference_view, roofline_table, step_chart,
-    steps_timed, timeline_table, token_timeline, trace_note, trace_table, trace_unsupported)
+    matmul_params, measured_points, plan_budgets, point_injections, protocol_tables, reference_view, roofline_table,
+    step_chart, steps_timed, timeline_table, token_timeline, trace_note, trace_table, trace_unsupported)
 from .view import (  # noqa: F401 (the part's names, as before the folder)
     chunk_step_table, comparable_length, fullest_rig, has_freezes, implied_prompt_len, protocol_view, rig_view,
     with_reference)

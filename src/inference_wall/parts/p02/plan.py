@@ -114,14 +114,6 @@ def check(p: dict) -> None:
         raise UserError(f"part 2: background_rate_rps must be positive, not {p['background_rate_rps']}")
 
 
-def plan_budgets(rigs: list[str], data_dir=None) -> dict[str, list[int]]:
-    """Each rig's plan of configurations (its `budgets`: the part's defaults, then its profile's overrides)."""
-    from ...run.rig import load_profile
-    from ..protocol import parameters_for
-
-    return {rig: list(parameters_for(NAME, DEFAULTS, load_profile(rig, data_dir))["budgets"]) for rig in rigs}
-
-
 def knee_budgets(p: dict) -> list[int]:
     return [b for b in p["budgets"] if b != OFF] if p["knee_budgets"] is None else [int(b) for b in p["knee_budgets"]]
 
