@@ -538,8 +538,10 @@ def test_a_configuration_a_rig_has_not_run_is_named_under_the_chart():
     assert note.startswith("*Not run yet on a: chunked, budget 512. `make reproduce PART=2 RIG=a` runs")
     assert "on b" not in note
     assert p02.unrun_note(freezes, {"a": [0, 2048], "b": [0, 2048, 512]}) is None  # every rig ran its plan
-    # each rig's plan is its profile's: the h200 and the h100 plan the same four configurations
-    assert p02.plan_budgets(["h100", "h200"]) == {"h100": p02.DEFAULTS["budgets"], "h200": p02.DEFAULTS["budgets"]}
+    # each rig's plan is its profile's (the page's params): the h200 and the h100 plan the same four configurations
+    from inference_wall.parts import protocol
+    plans = [protocol.rig_parameters(p02.PART, r, None)["budgets"] for r in ("h100", "h200")]
+    assert plans == [p02.DEFAULTS["budgets"]] * 2
 
 
 def test_the_step_chart_falls_to_a_timed_rig_and_its_absence_names_every_rig_shown():

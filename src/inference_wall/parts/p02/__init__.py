@@ -20,7 +20,7 @@ from .plan import (  # noqa: F401 (the part's names, as before the folder)
 from .tables import (  # noqa: F401 (the part's names, as before the folder)
     INJECTION_COLUMNS, _async_by_session, _by_config, _injections, _steps, _ttft_ms, a10g_inputs, clock_table,
     config_label, floor_freeze_ms, floor_table, freeze_table, injection_table, injections_of, knee_table,
-    matmul_params, measured_points, plan_budgets, point_injections, protocol_tables, reference_view, roofline_table,
+    matmul_params, measured_points, point_injections, protocol_tables, reference_view, roofline_table,
     step_chart, steps_timed, timeline_table, token_timeline, trace_note, trace_table, trace_unsupported)
 from .view import (  # noqa: F401 (the part's names, as before the folder)
     chunk_step_table, comparable_length, fullest_rig, has_freezes, implied_prompt_len, protocol_view, rig_view,

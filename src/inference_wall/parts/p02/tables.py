@@ -90,19 +90,6 @@ def timeline_table(data_dir=None, rig: str | None = None, prompt_len: int | None
                                                  "ctx_tokens", "gen_tokens", "gen_reqs", "long_prompt"]]
 
 
-def rig_params(rig: str, data_dir=None) -> dict:
-    """This part's parameters on a rig: its defaults, then the rig profile's overrides."""
-    from ...run.rig import load_profile
-    from ..protocol import parameters_for
-
-    return parameters_for(NAME, DEFAULTS, load_profile(rig, data_dir))
-
-
-def plan_budgets(rigs: list[str], data_dir=None) -> dict[str, list[int]]:
-    """Each rig's plan of configurations (its `budgets`: rig_params')."""
-    return {rig: list(rig_params(rig, data_dir)["budgets"]) for rig in rigs}
-
-
 def step_chart(data_dir, rigs: list[str], prompt_len: int | None = None) -> tuple[str | None, pd.DataFrame]:
     """The page's step chart: the first of `rigs` whose iteration log times its steps (timeline_table), and its
     steps around the first injection of `prompt_len`; None and an empty table where no rig's does."""
@@ -144,9 +131,13 @@ def roofline_table(freezes: pd.DataFrame, data_dir=None, params_by_rig: dict[str
                    peaks: dict[str, dict] | None = None) -> pd.DataFrame:
     """injections.roofline_table with the peak from each rig profile's part-2 parameters (`peaks`, rig ->
     {"peak_dense_tflops", "peak_source"}, replaces what the rig profiles say)."""
+    from ...run.rig import load_profile
+    from ..protocol import parameters_for
+
     if peaks is None:
         off = freezes[freezes["budget"] == OFF] if len(freezes) else freezes
-        peaks = {rig: rig_params(rig, data_dir) for rig in (sorted(set(off["rig"])) if len(off) else [])}
+        peaks = {rig: parameters_for(NAME, DEFAULTS, load_profile(rig, data_dir)) for rig in
+                 (sorted(set(off["rig"])) if len(off) else [])}
     return injections.roofline_table(freezes, peaks, data_dir, params_by_rig)
 
 
