@@ -124,6 +124,25 @@ def test_a_second_build_parses_nothing(cache, tmp_path, monkeypatch):
     assert {k: str(v) for k, v in again.items()} == {k: str(v) for k, v in first.items()}  # str: NaN == NaN
 
 
+def test_a_data_dir_linking_the_same_runs_reads_their_entries_and_a_copy_parses_anew(cache, tmp_path, monkeypatch):
+    """The key holds the file's real path: a data dir whose runs/ is a symlink (the tests', a user's --data-dir)
+    reads what the first one derived; a copy of the same bytes elsewhere is another file and is parsed itself
+    (a parsed result names its file)."""
+    from inference_wall.records import logs
+
+    pt = _point_with_hashes(tmp_path / "a")
+    first = store.pass_summary(pt)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "runs").symlink_to(tmp_path / "a")
+    linked = store.PointData(pt.part, pt.rig, tmp_path / "b" / "runs" / pt.path.relative_to(tmp_path / "a"), pt.manifest)
+    store.clear_memo()
+    calls = _count_calls(monkeypatch, logs, "parse_stats")
+    assert str(store.pass_summary(linked)) == str(first) and calls == []
+    copy = _point_with_hashes(tmp_path / "c", pt.path)
+    store.pass_summary(copy)
+    assert len(calls) == 1
+
+
 def test_a_changed_raw_file_is_parsed_again(cache, tmp_path, monkeypatch):
     from inference_wall.records import logs
 

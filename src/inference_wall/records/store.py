@@ -424,7 +424,7 @@ def log_epoch(stamp: str, near_epoch: float, utc_offset_s: float = 0.0) -> float
 # ---------------------------------------------------------------------------------------------
 # Every book build runs every notebook, and each used to re-parse every raw log and bench result. A
 # parse result is stored once, under a key made of the file's sha256 (the hash the manifest records,
-# checked by verify_artefact), the file's path, the kind of result, and the parser's version: the source
+# checked by verify_artefact), the file's real path (symlinks resolved), the kind of result, and the parser's version: the source
 # of logs.py and store.py plus the pandas, numpy and Python versions that pickled it. Any change to a raw
 # file or to the parsers therefore misses the cache and parses again; nothing is ever invalidated by hand.
 # Format: pickle (protocol 5) of the parser's own objects (dataclasses holding pandas frames). Measured on
@@ -461,10 +461,13 @@ def parser_version() -> str:
 
 
 def cache_key(kind: str, path: Path) -> str:
-    """The key of `kind` derived from raw file `path` (which must exist): its content hash, path and parser."""
-    st = Path(path).stat()
-    digest = _sha256_cached(str(path), st.st_mtime_ns, st.st_size)
-    return hashlib.sha256(f"{kind}\0{parser_version()}\0{path}\0{digest}".encode()).hexdigest()[:32]
+    """The key of `kind` derived from raw file `path` (which must exist): its content hash, real path (symlinks
+    resolved: a data dir whose runs/ links to the committed one, as the tests and `--data-dir` copies make, reads
+    the same entries) and parser."""
+    real = Path(path).resolve()
+    st = real.stat()
+    digest = _sha256_cached(str(real), st.st_mtime_ns, st.st_size)
+    return hashlib.sha256(f"{kind}\0{parser_version()}\0{real}\0{digest}".encode()).hexdigest()[:32]
 
 
 _memo: dict[str, object] = {}
