@@ -137,7 +137,8 @@ def test_a_data_dir_linking_the_same_runs_reads_their_entries_and_a_copy_parses_
     linked = store.PointData(pt.part, pt.rig, tmp_path / "b" / "runs" / pt.path.relative_to(tmp_path / "a"), pt.manifest)
     store.clear_memo()
     calls = _count_calls(monkeypatch, logs, "parse_stats")
-    assert str(store.pass_summary(linked)) == str(first) and calls == []
+    hashed = _count_calls(monkeypatch, store, "sha256_file")  # each file version is hashed once, under its real path
+    assert str(store.pass_summary(linked)) == str(first) and calls == [] and hashed == []
     copy = _point_with_hashes(tmp_path / "c", pt.path)
     store.pass_summary(copy)
     assert len(calls) == 1

@@ -170,8 +170,16 @@ def sha256_file(path: Path) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _sha256_cached(path: str, mtime_ns: int, size: int) -> str:
-    """Each file version is hashed once per process (a page reads a file several times)."""
     return sha256_file(Path(path))
+
+
+def file_digest(path: Path, st: os.stat_result | None = None) -> str:
+    """The sha256 of the file at `path` (`st`: its stat, where the caller has it), hashed once per process for each
+    file version under its real path (a page reads a file several times, and a data dir that links to the committed
+    runs reads the same files)."""
+    real = Path(path).resolve()
+    st = st or real.stat()
+    return _sha256_cached(str(real), st.st_mtime_ns, st.st_size)
 
 
 def artefact_records(point: Path) -> dict[str, dict]:
@@ -228,7 +236,7 @@ def verify_artefact(path: Path) -> Path:
         raise CorruptArtefact(f"{path}: {st.st_size} bytes, but its manifest recorded {expected['bytes']}: the "
                               f"file is truncated or was changed; restore it (git checkout -- {path.name} in its "
                               f"folder) or rerun the point")
-    if expected.get("sha256") and _sha256_cached(str(path), st.st_mtime_ns, st.st_size) != expected["sha256"]:
+    if expected.get("sha256") and file_digest(path, st) != expected["sha256"]:
         raise CorruptArtefact(f"{path}: its sha256 differs from the one its manifest recorded: the file was changed "
                               f"or corrupted; restore it (git checkout) or rerun the point")
     return path
@@ -424,9 +432,10 @@ def log_epoch(stamp: str, near_epoch: float, utc_offset_s: float = 0.0) -> float
 # ---------------------------------------------------------------------------------------------
 # Every book build runs every notebook, and each used to re-parse every raw log and bench result. A
 # parse result is stored once, under a key made of the file's sha256 (the hash the manifest records,
-# checked by verify_artefact), the file's real path (symlinks resolved), the kind of result, and the parser's version: the source
-# of logs.py and store.py plus the pandas, numpy and Python versions that pickled it. Any change to a raw
-# file or to the parsers therefore misses the cache and parses again; nothing is ever invalidated by hand.
+# checked by verify_artefact), the file's real path (symlinks resolved), the kind of result, and the parser's
+# version: the source of logs.py and store.py plus the pandas, numpy and Python versions that pickled it. Any
+# change to a raw file or to the parsers therefore misses the cache and parses again; nothing is ever invalidated
+# by hand.
 # Format: pickle (protocol 5) of the parser's own objects (dataclasses holding pandas frames). Measured on
 # the committed data (2-core machine): pyarrow 26 would add 166 MB to the venv and 0.14 s of import per
 # notebook, and parquet cannot hold the objects without a second schema (BenchResult keeps the JSON it
@@ -465,9 +474,7 @@ def cache_key(kind: str, path: Path) -> str:
     resolved: a data dir whose runs/ links to the committed one, as the tests and `--data-dir` copies make, reads
     the same entries) and parser."""
     real = Path(path).resolve()
-    st = real.stat()
-    digest = _sha256_cached(str(real), st.st_mtime_ns, st.st_size)
-    return hashlib.sha256(f"{kind}\0{parser_version()}\0{real}\0{digest}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{kind}\0{parser_version()}\0{real}\0{file_digest(real)}".encode()).hexdigest()[:32]
 
 
 _memo: dict[str, object] = {}
